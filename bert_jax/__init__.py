@@ -5,6 +5,7 @@ from bert_jax.errors import BertJaxError
 from bert_jax.heads import (BertForMaskedLM, BertForPreTraining, BertForSequenceClassification,
                             MlmHead, NspHead)
 from bert_jax.model import BertModel
+from bert_jax.pretrained import load_pretrained
 
 __all__ = ["BertConfig", "BertJaxError", "BertModel", "BertForPreTraining", "BertForMaskedLM",
-           "BertForSequenceClassification", "MlmHead", "NspHead"]
+           "BertForSequenceClassification", "MlmHead", "NspHead", "load_pretrained"]

@@ -30,7 +30,7 @@ class MlmHead(nn.Module):
         cfg = self.config
         h = dense(cfg, cfg.hidden_size, self.dtype, "dense")(hidden)  # (B, P, H)
         h = ACTIVATION_FNS[cfg.hidden_act](h)
-        h = layer_norm(cfg, self.dtype, "layer_norm")(h)
+        h = layer_norm(cfg, "layer_norm")(h)
         if cfg.tie_word_embeddings:
             logits = h @ embedding_table.T.astype(self.dtype)  # (B, P, V)
         else:

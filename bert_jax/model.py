@@ -3,8 +3,9 @@
 Shape legend: B batch, L sequence length, H hidden size, N attention heads, D = H / N head size,
 I intermediate (feed-forward) size, V vocabulary size.
 
-Parameters are always float32; `dtype` is the computation dtype (float32 or bfloat16). LayerNorm
-statistics and the attention softmax run in float32 either way.
+Parameters are always float32; `dtype` is the matmul dtype (float32 or bfloat16). LayerNorm
+outputs (hence the residual stream), GELU and the attention softmax stay float32 either way,
+so bfloat16 rounds only what goes into and comes out of the matmuls.
 """
 
 from __future__ import annotations
@@ -38,8 +39,9 @@ def dense(config: BertConfig, features: int, dtype, name: str) -> nn.Dense:
                     bias_init=nn.initializers.zeros, name=name)
 
 
-def layer_norm(config: BertConfig, dtype, name: str) -> nn.LayerNorm:
-    return nn.LayerNorm(epsilon=config.layer_norm_eps, dtype=dtype, name=name)
+def layer_norm(config: BertConfig, name: str) -> nn.LayerNorm:
+    """Float32 LayerNorm whatever the compute dtype: the residual stream stays float32."""
+    return nn.LayerNorm(epsilon=config.layer_norm_eps, dtype=jnp.float32, name=name)
 
 
 class Embeddings(nn.Module):
@@ -58,7 +60,7 @@ class Embeddings(nn.Module):
         x = (embed(cfg.vocab_size, "word_embeddings")(input_ids)
              + embed(cfg.max_position_embeddings, "position_embeddings")(positions)
              + embed(cfg.type_vocab_size, "token_type_embeddings")(token_type_ids))  # (B, L, H)
-        x = layer_norm(cfg, self.dtype, "layer_norm")(x)
+        x = layer_norm(cfg, "layer_norm")(x)
         return nn.Dropout(cfg.hidden_dropout_prob)(x, deterministic=deterministic)
 
 
@@ -87,7 +89,7 @@ class SelfAttention(nn.Module):
                 force_fp32_for_softmax=True)
         y = dense(cfg, H, self.dtype, "output")(ctx.reshape(B, L, H))  # (B, L, H)
         y = nn.Dropout(cfg.hidden_dropout_prob)(y, deterministic=deterministic)
-        return layer_norm(cfg, self.dtype, "layer_norm")(x + y)
+        return layer_norm(cfg, "layer_norm")(x + y)
 
 
 class FeedForward(nn.Module):
@@ -100,10 +102,10 @@ class FeedForward(nn.Module):
     def __call__(self, x, deterministic: bool):
         cfg = self.config
         h = dense(cfg, cfg.intermediate_size, self.dtype, "intermediate")(x)  # (B, L, I)
-        h = ACTIVATION_FNS[cfg.hidden_act](h)
+        h = ACTIVATION_FNS[cfg.hidden_act](h.astype(jnp.float32))  # f32: bf16 GELU loses digits
         y = dense(cfg, cfg.hidden_size, self.dtype, "output")(h)  # (B, L, H)
         y = nn.Dropout(cfg.hidden_dropout_prob)(y, deterministic=deterministic)
-        return layer_norm(cfg, self.dtype, "layer_norm")(x + y)
+        return layer_norm(cfg, "layer_norm")(x + y)
 
 
 class EncoderLayer(nn.Module):

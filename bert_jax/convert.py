@@ -1,0 +1,308 @@
+"""Hugging Face PyTorch BERT checkpoints ↔ our Flax params, through ONE explicit name table.
+
+Every difference between HF's names and ours lives in `name_table`. Loading uses every source
+tensor, ignores a short explicit list (the `position_ids` buffer, tied copies checked equal), or
+refuses the checkpoint naming the tensor; shapes are checked against the model's own
+`jax.eval_shape`, so a wrong shape names the tensor and both shapes. Safetensors are read with
+numpy; only pytorch_model.bin needs torch.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import traverse_util
+
+from bert_jax.config import BertConfig
+from bert_jax.errors import BertJaxError
+from bert_jax.fileio import atomic_directory
+from bert_jax.heads import HEAD_KEYS, model_for_params
+from bert_jax.model import BertModel, Pooler
+
+log = logging.getLogger(__name__)
+
+SAFETENSORS, SAFETENSORS_INDEX, TORCH_BIN = (
+    "model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
+
+
+class Entry(NamedTuple):
+    ours: tuple  # path in our params tree
+    hf: str  # HF state-dict name, without the "bert." prefix for encoder tensors
+    transpose: bool  # torch Linear weight (out, in) ↔ Flax Dense kernel (in, out)
+
+
+def _linear(ours: tuple, hf: str) -> list[Entry]:
+    return [Entry(ours + ("kernel",), f"{hf}.weight", True), Entry(ours + ("bias",), f"{hf}.bias",
+                                                                    False)]
+
+
+def _norm(ours: tuple, hf: str) -> list[Entry]:
+    return [Entry(ours + ("scale",), f"{hf}.weight", False), Entry(ours + ("bias",), f"{hf}.bias",
+                                                                    False)]
+
+
+def name_table(config: BertConfig, groups, prefix: str = "bert.") -> list[Entry]:
+    """All (our path, HF name) pairs of a model with parameter groups `groups`.
+
+    `prefix` is "bert." for the task models and "" for a bare BertModel.
+    """
+    e, b = ("bert", "embeddings"), f"{prefix}embeddings"
+    table = [Entry(e + ("word_embeddings", "embedding"), f"{b}.word_embeddings.weight", False),
+             Entry(e + ("position_embeddings", "embedding"), f"{b}.position_embeddings.weight",
+                   False),
+             Entry(e + ("token_type_embeddings", "embedding"), f"{b}.token_type_embeddings.weight",
+                   False)]
+    table += _norm(e + ("layer_norm",), f"{b}.LayerNorm")
+    for i in range(config.num_hidden_layers):
+        ours, hf = ("bert", "encoder", f"layer_{i}"), f"{prefix}encoder.layer.{i}"
+        for name in ("query", "key", "value"):
+            table += _linear(ours + ("attention", name), f"{hf}.attention.self.{name}")
+        table += _linear(ours + ("attention", "output"), f"{hf}.attention.output.dense")
+        table += _norm(ours + ("attention", "layer_norm"), f"{hf}.attention.output.LayerNorm")
+        table += _linear(ours + ("feed_forward", "intermediate"), f"{hf}.intermediate.dense")
+        table += _linear(ours + ("feed_forward", "output"), f"{hf}.output.dense")
+        table += _norm(ours + ("feed_forward", "layer_norm"), f"{hf}.output.LayerNorm")
+    table += _linear(("bert", "pooler", "dense"), f"{prefix}pooler.dense")
+    if "predictions" in groups:
+        table += _linear(("predictions", "dense"), "cls.predictions.transform.dense")
+        table += _norm(("predictions", "layer_norm"), "cls.predictions.transform.LayerNorm")
+        table.append(Entry(("predictions", "bias"), "cls.predictions.bias", False))
+        if not config.tie_word_embeddings:
+            table.append(Entry(("predictions", "decoder", "kernel"),
+                               "cls.predictions.decoder.weight", True))
+    if "seq_relationship" in groups:
+        table += _linear(("seq_relationship",), "cls.seq_relationship")
+    if "classifier" in groups:
+        table += _linear(("classifier",), "classifier")
+    return table
+
+
+# Old TF-converted checkpoints name LayerNorm parameters gamma/beta; transformers renames them too.
+_ALIASES = ((".LayerNorm.gamma", ".LayerNorm.weight"), (".LayerNorm.beta", ".LayerNorm.bias"))
+_POOLER = ("bert", "pooler")
+
+
+def expected_shapes(config: BertConfig, groups) -> dict[tuple, tuple]:
+    """Flat {our path: shape} of the model with these parameter groups, without allocating it."""
+    module = model_for_params(config, dict.fromkeys(groups))
+    ids = jnp.zeros((1, 2), jnp.int32)
+    shapes = jax.eval_shape(lambda: module.init(jax.random.key(0), ids))["params"]
+    if isinstance(module, BertModel):
+        shapes = {"bert": shapes}
+    return {k: v.shape for k, v in traverse_util.flatten_dict(shapes).items()}
+
+
+# -- reading ------------------------------------------------------------------------------------
+
+def read_state_dict(directory: str) -> dict[str, np.ndarray]:
+    """The checkpoint's tensors as numpy; floating tensors upcast to float32 (our param dtype)."""
+    if not os.path.isdir(directory):
+        raise BertJaxError(f"{directory}: no such directory")
+    path = os.path.join(directory, SAFETENSORS)
+    index = os.path.join(directory, SAFETENSORS_INDEX)
+    if os.path.isfile(path):
+        tensors = _read_safetensors(path)
+    elif os.path.isfile(index):
+        tensors = {}
+        for shard in sorted(set(_read_json(index).get("weight_map", {}).values())):
+            tensors.update(_read_safetensors(os.path.join(directory, shard)))
+    elif os.path.isfile(os.path.join(directory, TORCH_BIN)):
+        tensors = _read_torch_bin(os.path.join(directory, TORCH_BIN))
+    else:
+        raise BertJaxError(f"{directory}: no weights found (expected {SAFETENSORS}, "
+                           f"{SAFETENSORS_INDEX} or {TORCH_BIN})")
+    return {k: v.astype(np.float32) if np.issubdtype(v.dtype, np.floating) or v.dtype.name ==
+            "bfloat16" else v for k, v in tensors.items()}
+
+
+def _read_json(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError) as e:
+        raise BertJaxError(f"{path}: not readable JSON ({e})") from None
+
+
+def _read_safetensors(path: str) -> dict[str, np.ndarray]:
+    from safetensors.numpy import load_file
+    if not os.path.isfile(path):
+        raise BertJaxError(f"{path}: weights file not found")
+    try:
+        return load_file(path)
+    except Exception as e:  # SafetensorError, OSError, bad header JSON: all mean a broken file
+        raise BertJaxError(f"{path}: not a valid safetensors file ({e})") from None
+
+
+def _read_torch_bin(path: str) -> dict[str, np.ndarray]:
+    try:
+        import torch
+    except ImportError:
+        raise BertJaxError(f"{path}: reading pytorch_model.bin needs torch (pip install "
+                           f"'bert-jax[convert]'); safetensors checkpoints do not") from None
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:
+        raise BertJaxError(f"{path}: not a readable PyTorch checkpoint ({e})") from None
+    if not isinstance(state, dict):
+        raise BertJaxError(f"{path}: expected a state dict, got {type(state).__name__}")
+    return {k: (v.float() if v.is_floating_point() else v).numpy() for k, v in state.items()}
+
+
+def load_hf(path: str) -> tuple[BertConfig, dict]:
+    """A Hugging Face BERT directory → (config, params) with params["bert"] the encoder.
+
+    Accepts BertModel (no prefix), BertForPreTraining / BertForMaskedLM (`bert.` prefix,
+    `cls.*`, tied decoder present or omitted) and BertForSequenceClassification.
+    A BertForMaskedLM checkpoint has no pooler; ours gets a freshly initialised one (logged).
+    """
+    if not os.path.isdir(path):
+        raise BertJaxError(f"{path}: no such directory")
+    config = BertConfig.from_json_file(os.path.join(path, "config.json"))
+    state = read_state_dict(path)
+    weights = os.path.join(path, "<weights>")
+    for old, new in _ALIASES:
+        state = {k.replace(old, new) if k.endswith(old) else k: v for k, v in state.items()}
+    state = {k: v for k, v in state.items() if not k.endswith("embeddings.position_ids")}
+    prefix = "bert." if any(k.startswith("bert.") for k in state) else ""
+    groups = {"bert"}
+    for group, start in (("predictions", "cls.predictions."),
+                         ("seq_relationship", "cls.seq_relationship."),
+                         ("classifier", "classifier.")):
+        if any(k.startswith(start) for k in state):
+            groups.add(group)
+    if frozenset(groups - {"bert"}) not in HEAD_KEYS.values():
+        raise BertJaxError(f"{path}: unsupported combination of heads {sorted(groups)}")
+    _drop_tied_copies(state, config, prefix, weights)
+
+    shapes = expected_shapes(config, groups)
+    flat, missing = {}, []
+    for entry in name_table(config, groups, prefix):
+        if entry.hf not in state:
+            missing.append(entry)
+            continue
+        array = state.pop(entry.hf)
+        want = shapes[entry.ours][::-1] if entry.transpose else shapes[entry.ours]  # HF layout
+        if array.shape != want:
+            raise BertJaxError(f"{path}: tensor {entry.hf} has shape {tuple(array.shape)}, "
+                               f"expected {tuple(want)} from config.json")
+        array = array.T if entry.transpose else array
+        flat[entry.ours] = np.ascontiguousarray(array)
+    if state:
+        names = sorted(state)
+        raise BertJaxError(f"{path}: unexpected tensor(s) not in a BERT model: "
+                           f"{', '.join(names[:5])}{' …' if len(names) > 5 else ''}")
+    if missing and all(m.ours[:2] == _POOLER for m in missing) and "predictions" in groups \
+            and "seq_relationship" not in groups:
+        flat.update(_fresh_pooler(config))
+        log.warning("%s: no pooler in this BertForMaskedLM checkpoint; initialised a new one", path)
+    elif missing:
+        names = [m.hf for m in missing]
+        raise BertJaxError(f"{path}: missing tensor(s) {', '.join(names[:5])}"
+                           f"{' …' if len(names) > 5 else ''} ({len(names)} in all)")
+    assert set(flat) == set(shapes), set(shapes) ^ set(flat)  # the table covers the model
+    return config, traverse_util.unflatten_dict(flat)
+
+
+def _drop_tied_copies(state: dict, config: BertConfig, prefix: str, where: str) -> None:
+    """Remove tensors HF stores twice, after checking they really are copies."""
+    embeddings = state.get(f"{prefix}embeddings.word_embeddings.weight")
+    weight, bias = "cls.predictions.decoder.weight", "cls.predictions.bias"
+    decoder_bias = "cls.predictions.decoder.bias"
+    if config.tie_word_embeddings:
+        if weight in state:
+            if embeddings is None or not np.array_equal(state[weight], embeddings):
+                raise BertJaxError(f"{where}: {weight} differs from the word embeddings but "
+                                   f"config.json ties them (set tie_word_embeddings to false)")
+            del state[weight]
+        if decoder_bias in state:
+            copy = state.pop(decoder_bias)
+            if not np.array_equal(copy, state.setdefault(bias, copy)):
+                raise BertJaxError(f"{where}: {decoder_bias} differs from {bias}; tied BERT has "
+                                   f"one output bias")
+    elif decoder_bias in state:
+        # Untied, transformers ≥ 5 keeps two biases and its forward adds only the decoder's;
+        # the other one is then dead weight, ignored here as it is there.
+        if bias in state and not np.array_equal(state[bias], state[decoder_bias]):
+            log.warning("%s: ignoring %s, unused by an untied decoder (using %s)", where, bias,
+                        decoder_bias)
+        state[bias] = state.pop(decoder_bias)
+
+
+def _fresh_pooler(config: BertConfig) -> dict:
+    hidden = jnp.zeros((1, 1, config.hidden_size))
+    params = Pooler(config).init(jax.random.key(0), hidden)["params"]
+    return {_POOLER + k: np.asarray(v) for k, v in traverse_util.flatten_dict(params).items()}
+
+
+# -- writing ------------------------------------------------------------------------------------
+
+ARCHITECTURES = {
+    frozenset({"bert"}): "BertModel",
+    frozenset({"bert", "predictions", "seq_relationship"}): "BertForPreTraining",
+    frozenset({"bert", "predictions"}): "BertForMaskedLM",
+    frozenset({"bert", "classifier"}): "BertForSequenceClassification",
+}
+
+
+def to_state_dict(config: BertConfig, params) -> tuple[str, dict[str, np.ndarray]]:
+    """Our params → (HF architecture name, HF state dict), validating every shape by path."""
+    groups = frozenset(params)
+    if groups not in ARCHITECTURES:
+        raise BertJaxError(f"params: unsupported parameter groups {sorted(groups)}")
+    architecture = ARCHITECTURES[groups]
+    flat = {k: np.asarray(v) for k, v in traverse_util.flatten_dict(params).items()}
+    shapes = expected_shapes(config, groups)
+    for path, shape in shapes.items():
+        if path not in flat:
+            raise BertJaxError(f"params: missing {'/'.join(path)}")
+        if flat[path].shape != shape:
+            raise BertJaxError(f"params: {'/'.join(path)} has shape {flat[path].shape}, "
+                               f"expected {shape} from the config")
+    extra = sorted("/".join(p) for p in set(flat) - set(shapes))
+    if extra:
+        raise BertJaxError(f"params: unexpected parameter(s) {', '.join(extra[:5])}")
+    prefix = "" if architecture == "BertModel" else "bert."
+    state = {}
+    for entry in name_table(config, groups, prefix):
+        if architecture == "BertForMaskedLM" and entry.ours[:2] == _POOLER:
+            continue  # HF's BertForMaskedLM has no pooler
+        array = flat[entry.ours].astype(np.float32)
+        state[entry.hf] = np.ascontiguousarray(array.T if entry.transpose else array)
+    if "predictions" in groups and not config.tie_word_embeddings:
+        state["cls.predictions.decoder.bias"] = state["cls.predictions.bias"].copy()  # see above
+    return architecture, state
+
+
+def save_hf(path: str, config: BertConfig, params, vocab_files=(), overwrite=False) -> str:
+    """Write config.json + model.safetensors (+ vocab files) that transformers loads cleanly.
+
+    The tied decoder is omitted, as transformers itself saves it. Atomic: on any error nothing
+    is left at `path`. Returns the architecture written.
+    """
+    from safetensors.numpy import save_file
+    architecture, state = to_state_dict(config, params)
+    with atomic_directory(path, overwrite) as tmp:
+        config.to_json_file(os.path.join(tmp, "config.json"), architectures=[architecture])
+        save_file(state, os.path.join(tmp, SAFETENSORS), metadata={"format": "pt"})
+        copy_vocab_files(vocab_files, tmp)
+    return architecture
+
+
+VOCAB_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+
+
+def vocab_files_in(directory: str) -> list[str]:
+    return [os.path.join(directory, n) for n in VOCAB_FILES
+            if os.path.isfile(os.path.join(directory, n))]
+
+
+def copy_vocab_files(files, directory: str) -> None:
+    import shutil
+    for f in files:
+        shutil.copyfile(f, os.path.join(directory, os.path.basename(f)))
