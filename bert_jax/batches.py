@@ -1,0 +1,97 @@
+"""Host batches: the batch for step s is a pure function of (seed, s).
+
+Epoch e = s // steps_per_epoch is a permutation of example indices seeded by (seed, e); step s
+takes the next `batch_size` indices of it (the ragged tail of an epoch is dropped, so shapes
+never change). Resuming therefore needs only the step. With several hosts, every process calls
+with the same global `batch_size`, seed and step and its own `process_index` / `process_count`:
+it gets rows [p·B/P, (p+1)·B/P) of the global batch, and the P slices make the global batch.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Iterator, Mapping, Union
+
+import datasets
+import numpy as np
+
+from bert_jax.errors import BertJaxError
+
+Data = Union[datasets.Dataset, Mapping[str, np.ndarray]]
+
+
+def as_arrays(dataset: datasets.Dataset) -> dict[str, np.ndarray]:
+    """All columns as numpy arrays in memory: faster batches than reading Arrow every step."""
+    return {name: np.asarray(column) for name, column in dataset.with_format("numpy")[:].items()}
+
+
+def num_examples(data: Data) -> int:
+    if isinstance(data, datasets.Dataset):
+        return len(data)
+    return len(next(iter(data.values())))
+
+
+def steps_per_epoch(data: Data, batch_size: int) -> int:
+    n = num_examples(data)
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise BertJaxError(f"batch_size: expected an integer ≥ 1, got {batch_size!r}")
+    if batch_size > n:
+        raise BertJaxError(f"batch_size: {batch_size} is larger than the {n} examples")
+    return n // batch_size
+
+
+@functools.lru_cache(maxsize=4)
+def epoch_permutation(n: int, seed: int, epoch: int) -> np.ndarray:
+    """(n,) example indices in the order epoch `epoch` visits them."""
+    return np.random.default_rng([seed, epoch]).permutation(n)
+
+
+def batch_indices(n: int, step: int, batch_size: int, seed: int, process_index: int = 0,
+                  process_count: int = 1) -> np.ndarray:
+    """(batch_size / process_count,) example indices this process serves at `step`."""
+    if not isinstance(seed, int) or seed < 0:
+        raise BertJaxError(f"seed: expected an integer ≥ 0, got {seed!r}")
+    if not isinstance(step, (int, np.integer)) or step < 0:
+        raise BertJaxError(f"step: expected an integer ≥ 0, got {step!r}")
+    if batch_size % process_count or not 0 <= process_index < process_count:
+        raise BertJaxError(f"batch_size: {batch_size} does not split into {process_count} "
+                           f"processes (process_index {process_index})")
+    per_epoch = n // batch_size
+    if per_epoch == 0:
+        raise BertJaxError(f"batch_size: {batch_size} is larger than the {n} examples")
+    epoch, within = divmod(int(step), per_epoch)
+    local = batch_size // process_count
+    start = within * batch_size + process_index * local
+    return epoch_permutation(n, seed, epoch)[start:start + local]
+
+
+def batch_for_step(data: Data, step: int, batch_size: int, seed: int, *, process_index: int = 0,
+                   process_count: int = 1) -> dict[str, np.ndarray]:
+    """The (slice of the) global batch for `step`: every column, rows in permutation order.
+
+    `data` is a Dataset of fixed-length, padded examples (build_pretraining_dataset) or the
+    dict from `as_arrays`. Integer columns come back as int32: (B/P, L) sequences, (B/P,) labels.
+    """
+    indices = batch_indices(num_examples(data), step, batch_size, seed, process_index,
+                            process_count)
+    if isinstance(data, datasets.Dataset):
+        # Arrow reads sorted indices fastest; put the rows back in permutation order after
+        order = np.argsort(indices)
+        rows = data.with_format("numpy")[indices[order]]
+        inverse = np.argsort(order)
+        columns = {name: np.asarray(values)[inverse] for name, values in rows.items()}
+    else:
+        columns = {name: np.asarray(values)[indices] for name, values in data.items()}
+    return {name: values.astype(np.int32) if np.issubdtype(values.dtype, np.integer) else values
+            for name, values in columns.items()}
+
+
+def iterate_batches(data: Data, batch_size: int, seed: int, *, start_step: int = 0,
+                    process_index: int = 0, process_count: int = 1
+                    ) -> Iterator[dict[str, np.ndarray]]:
+    """batch_for_step(data, s, …) for s = start_step, start_step + 1, … (endless)."""
+    step = start_step
+    while True:
+        yield batch_for_step(data, step, batch_size, seed, process_index=process_index,
+                             process_count=process_count)
+        step += 1
