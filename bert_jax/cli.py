@@ -40,6 +40,38 @@ def _parity(args) -> None:
         print(f"  {name:<30} {kind:>9}  {value:.3g}")
 
 
+def _pretrain(args) -> int:
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
+    from bert_jax import sharding, train_config, trainer
+    sharding.initialize_distributed(args.coordinator_address, args.num_processes,
+                                    args.process_id, args.initialization_timeout)
+    cfg = train_config.load_config(args.config, args.overrides)
+    name = os.path.splitext(os.path.basename(args.config))[0].removeprefix("pretrain_")
+    workdir = args.workdir or os.path.join("runs", name)
+    logging.getLogger("bert_jax").setLevel(logging.INFO)
+    try:
+        with logging_redirect_tqdm():
+            final = trainer.pretrain(cfg, workdir)
+    except trainer.Interrupted as e:
+        print(f"bert-jax pretrain: {e}", file=sys.stderr)
+        return 128 + e.signum
+    if final:
+        print(f"done: {cfg.steps} steps in {workdir}; held-out MLM accuracy "
+              f"{final['mlm_accuracy']:.4f}, NSP accuracy {final['nsp_accuracy']:.4f}, "
+              f"perplexity {final['mlm_perplexity']:.2f}; Hugging Face export in "
+              f"{os.path.join(workdir, 'export')}")
+    return 0
+
+
+def _tokenizer(args) -> None:
+    from bert_jax import tokenizer
+    tok = tokenizer.train_tokenizer(args.files, args.vocab_size, args.out,
+                                    lowercase=not args.cased, min_frequency=args.min_frequency)
+    print(f"wrote a {tok.get_vocab_size(with_added_tokens=True):,}-token WordPiece vocabulary "
+          f"({'cased' if args.cased else 'uncased'}) to {args.out}: vocab.txt, tokenizer.json")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bert-jax", description=__doc__)
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -60,16 +92,43 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seq-len", type=int, default=13)
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(run=_parity)
+
+    p = sub.add_parser("pretrain", help="pretrain BERT (MLM + NSP) from raw text",
+                       description="Overrides: --config.FIELD=VALUE (see bert_jax/train_config.py)")
+    p.add_argument("--config", default="configs/pretrain_tiny.py", help="Python config file")
+    p.add_argument("--workdir", default=None, help="run directory (default runs/<config name>)")
+    p.add_argument("--coordinator_address", default=None,
+                   help="multi-host: host:port of process 0 (jax.distributed)")
+    p.add_argument("--num_processes", type=int, default=None)
+    p.add_argument("--process_id", type=int, default=None)
+    p.add_argument("--initialization_timeout", type=int, default=300,
+                   help="seconds to wait for the other processes")
+    p.set_defaults(run=_pretrain)
+
+    p = sub.add_parser("tokenizer", help="train a WordPiece vocabulary from text files")
+    p.add_argument("--files", required=True, help="glob of UTF-8 text files (quote it)")
+    p.add_argument("--vocab-size", type=int, default=30522)
+    p.add_argument("--out", required=True, help="directory for vocab.txt and tokenizer.json")
+    p.add_argument("--cased", action="store_true", help="keep case and accents")
+    p.add_argument("--min-frequency", type=int, default=2)
+    p.set_defaults(run=_tokenizer)
     return parser
 
 
 def main(argv=None) -> int:
+    from bert_jax.train_config import split_overrides
+    argv, overrides = split_overrides(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    args.overrides = overrides
+    if overrides and args.command != "pretrain":
+        print(f"bert-jax {args.command}: error: --config.{overrides[0]} is only for pretrain",
+              file=sys.stderr)
+        return 2
     logging.basicConfig(level=logging.INFO if args.debug else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
-        args.run(args)
+        code = args.run(args)
     except (BertJaxError, OSError) as e:
         if args.debug:
             raise
@@ -78,7 +137,7 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print(f"bert-jax {args.command}: interrupted", file=sys.stderr)
         return 130
-    return 0
+    return code or 0
 
 
 if __name__ == "__main__":

@@ -5,11 +5,13 @@
 
 from __future__ import annotations
 
+import logging
 import os
 
 import jax
 import numpy as np
 
+from bert_jax import checkpoint
 from bert_jax.config import BertConfig
 from bert_jax.convert import (ARCHITECTURES, SAFETENSORS, SAFETENSORS_INDEX, TORCH_BIN,
                               copy_vocab_files, load_hf, to_state_dict)
@@ -17,6 +19,7 @@ from bert_jax.errors import BertJaxError
 from bert_jax.fileio import atomic_directory
 
 PARAMS_DIR = "params"
+log = logging.getLogger(__name__)
 
 
 def is_model_dir(path: str) -> bool:
@@ -59,7 +62,8 @@ def load_model_dir(path: str) -> tuple[BertConfig, dict]:
 
 
 def load_pretrained(path: str) -> tuple[BertConfig, dict]:
-    """(config, params) from our model directory or a Hugging Face BERT directory.
+    """(config, params) from our model directory, a pretraining workdir (its latest checkpoint)
+    or a Hugging Face BERT directory.
 
     params["bert"] always holds the BertModel parameters; heads sit under their own keys.
     """
@@ -67,6 +71,10 @@ def load_pretrained(path: str) -> tuple[BertConfig, dict]:
         raise BertJaxError(f"{path}: no such model directory")
     if is_model_dir(path):
         return load_model_dir(path)
+    if os.path.isdir(os.path.join(path, checkpoint.CHECKPOINTS)):
+        config = BertConfig.from_json_file(os.path.join(path, "config.json"))
+        _, params = checkpoint.latest_params(path)
+        return config, params
     if is_hf_dir(path):
         return load_hf(path)
     raise BertJaxError(f"{path}: neither a bert_jax model directory (config.json + {PARAMS_DIR}/) "
@@ -75,3 +83,36 @@ def load_pretrained(path: str) -> tuple[BertConfig, dict]:
 
 def architecture_of(params) -> str:
     return ARCHITECTURES.get(frozenset(params), "unknown")
+
+
+def init_from(path: str, fresh: dict) -> dict:
+    """`fresh` params with every group `path` has replaced by its weights, shapes checked.
+
+    Groups the checkpoint lacks (say, pretraining heads on a released encoder) keep their fresh
+    init; groups only the checkpoint has (say, a classifier) are left out. Both are logged.
+    """
+    from flax import traverse_util
+    _, loaded = load_pretrained(path)
+    merged = {}
+    for group, params in fresh.items():
+        if group not in loaded:
+            log.warning("%s: has no %s parameters; they start from a fresh init", path, group)
+            merged[group] = params
+            continue
+        want = traverse_util.flatten_dict(params)
+        have = traverse_util.flatten_dict(loaded[group])
+        for name, leaf in want.items():
+            got = have.get(name)
+            if got is None or got.shape != leaf.shape:
+                raise BertJaxError(
+                    f"{path}: {group}/{'/'.join(name)} has shape "
+                    f"{None if got is None else tuple(got.shape)}, this model needs "
+                    f"{tuple(leaf.shape)}")
+        extra = sorted("/".join(k) for k in set(have) - set(want))
+        if extra:
+            raise BertJaxError(f"{path}: {group} has parameters this model lacks: "
+                               f"{', '.join(extra[:3])}")
+        merged[group] = jax.tree.map(lambda x: np.asarray(x, np.float32), loaded[group])
+    for group in sorted(set(loaded) - set(fresh)):
+        log.warning("%s: ignoring its %s parameters (not part of this model)", path, group)
+    return merged

@@ -1,0 +1,81 @@
+"""Training checkpoints with orbax's CheckpointManager: async, keep K, atomic.
+
+Orbax writes each step into a temporary directory and renames it when complete, so a killed
+save is never restored (and its leftovers are cleaned up on the next start). The resume rule:
+this run's latest checkpoint > `init_from` > scratch.
+"""
+
+from __future__ import annotations
+
+import os
+
+import jax
+import orbax.checkpoint as ocp
+
+from bert_jax.errors import BertJaxError
+
+CHECKPOINTS = "checkpoints"
+
+
+def state_tree(state) -> dict:
+    """The parts of a TrainState that are saved (functions and static config are not)."""
+    return {"step": state.step, "params": state.params, "opt_state": state.opt_state}
+
+
+class Checkpointer:
+    """CheckpointManager over WORKDIR/checkpoints for TrainState-like pytrees."""
+
+    def __init__(self, workdir: str, keep: int, every: int):
+        self.directory = os.path.abspath(os.path.join(workdir, CHECKPOINTS))
+        options = ocp.CheckpointManagerOptions(
+            max_to_keep=keep, save_interval_steps=every, create=True,
+            cleanup_tmp_directories=True, enable_async_checkpointing=True)
+        self.manager = ocp.CheckpointManager(self.directory, options=options)
+
+    def latest_step(self):
+        return self.manager.latest_step()
+
+    def save(self, step: int, state, force: bool = False) -> bool:
+        """Save if `step` is due (or `force`); returns whether a save started."""
+        return self.manager.save(step, args=ocp.args.StandardSave(state_tree(state)), force=force)
+
+    def restore(self, step: int, state):
+        """The checkpoint at `step`, shaped and sharded like `state`."""
+        target = jax.tree.map(
+            lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), state_tree(state))
+        try:
+            tree = self.manager.restore(step, args=ocp.args.StandardRestore(target))
+        except ValueError as e:  # a tree or shape mismatch with the model being trained
+            raise BertJaxError(f"{self.directory}/{step}: checkpoint does not fit this model "
+                               f"({str(e).splitlines()[0][:200]})") from None
+        return state.replace(step=tree["step"], params=tree["params"],
+                             opt_state=tree["opt_state"])
+
+    def wait(self) -> None:
+        self.manager.wait_until_finished()
+
+    def close(self) -> None:
+        self.manager.wait_until_finished()
+        self.manager.close()
+
+
+def latest_params(workdir: str):
+    """(step, params) of a pretraining workdir's latest checkpoint, as host numpy arrays.
+
+    Reads on one device whatever mesh wrote it, so any process can load any run.
+    """
+    import numpy as np
+    directory = os.path.abspath(os.path.join(workdir, CHECKPOINTS))
+    options = ocp.CheckpointManagerOptions(read_only=True)
+    with ocp.CheckpointManager(directory, options=options,
+                               item_handlers=ocp.StandardCheckpointHandler()) as manager:
+        step = manager.latest_step()
+        if step is None:
+            raise BertJaxError(f"{directory}: no complete checkpoint")
+        meta = manager.item_metadata(step)
+        meta = getattr(meta, "tree", meta)
+        device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+        target = jax.tree.map(lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device),
+                              meta)
+        tree = manager.restore(step, args=ocp.args.StandardRestore(target))
+    return step, jax.tree.map(np.asarray, tree["params"])

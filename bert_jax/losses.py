@@ -1,0 +1,48 @@
+"""Losses and metrics as (sum, denominator) pairs, so they add exactly across micro-batches,
+devices and logging windows before one final division."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import optax
+
+
+def mlm(logits, ids, weights) -> dict[str, tuple]:
+    """Masked LM over gathered positions.
+
+    Args:
+      logits: (B, P, V) float32; ids: (B, P) int labels; weights: (B, P) 1.0 real, 0.0 padding.
+    Returns:
+      {"mlm_loss": (Σ w·CE, Σ w), "mlm_accuracy": (Σ w·[argmax = id], Σ w)}.
+    """
+    ce = optax.softmax_cross_entropy_with_integer_labels(logits, ids)  # (B, P)
+    correct = (jnp.argmax(logits, -1) == ids).astype(jnp.float32)
+    n = weights.sum()
+    return {"mlm_loss": ((ce * weights).sum(), n), "mlm_accuracy": ((correct * weights).sum(), n)}
+
+
+def classification(logits, labels, prefix: str, weights=None) -> dict[str, tuple]:
+    """Softmax classification (NSP or a sequence task): logits (B, C), labels (B,).
+
+    `weights` (B,) zeroes padded rows of a last, partial evaluation batch.
+    """
+    weights = jnp.ones(labels.shape, jnp.float32) if weights is None else weights
+    ce = optax.softmax_cross_entropy_with_integer_labels(logits, labels)  # (B,)
+    correct = (jnp.argmax(logits, -1) == labels).astype(jnp.float32)
+    n = weights.sum()
+    return {f"{prefix}_loss": ((ce * weights).sum(), n),
+            f"{prefix}_accuracy": ((correct * weights).sum(), n)}
+
+
+def add(a: dict, b: dict) -> dict:
+    """Metric dicts of (sum, denominator) added elementwise."""
+    return {k: (a[k][0] + b[k][0], a[k][1] + b[k][1]) for k in a}
+
+
+def means(metrics: dict) -> dict[str, float]:
+    """Host side: sums / denominators (NaN where nothing was counted)."""
+    out = {}
+    for k, (total, count) in metrics.items():
+        total, count = float(total), float(count)
+        out[k] = total / count if count else float("nan")
+    return out

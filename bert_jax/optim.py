@@ -1,0 +1,31 @@
+"""The optimiser: AdamW (or LAMB) with BERT's weight-decay mask, warmup + linear decay, clipping."""
+
+from __future__ import annotations
+
+import jax
+import optax
+
+
+def learning_rate_schedule(peak: float, warmup_steps: int, total_steps: int) -> optax.Schedule:
+    """0 → peak linearly over warmup_steps, then linearly to 0 at total_steps (as the original)."""
+    return optax.join_schedules(
+        [optax.linear_schedule(0.0, peak, max(warmup_steps, 1)),
+         optax.linear_schedule(peak, 0.0, max(total_steps - warmup_steps, 1))],
+        boundaries=[warmup_steps])
+
+
+def decay_mask(params):
+    """Decay matrices and embeddings; never biases or LayerNorm scales (all the 1-D params)."""
+    return jax.tree.map(lambda p: p.ndim >= 2, params)
+
+
+def make_optimizer(cfg) -> optax.GradientTransformation:
+    """From a PretrainConfig (or any object with the same optimisation fields)."""
+    schedule = learning_rate_schedule(cfg.learning_rate, cfg.warmup_steps, cfg.steps)
+    if cfg.optimizer == "lamb":
+        update = optax.lamb(schedule, b1=cfg.adam_b1, b2=cfg.adam_b2, eps=cfg.adam_eps,
+                            weight_decay=cfg.weight_decay, mask=decay_mask)
+    else:
+        update = optax.adamw(schedule, b1=cfg.adam_b1, b2=cfg.adam_b2, eps=cfg.adam_eps,
+                             weight_decay=cfg.weight_decay, mask=decay_mask)
+    return optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm), update)

@@ -1,0 +1,81 @@
+"""Data parallelism: one mesh over every device of every process; params replicated, batch split.
+
+One code path for 1 device, N devices and N processes: the jitted step sees global arrays and
+XLA inserts the gradient all-reduce. Each process feeds only its own rows of the global batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from bert_jax.errors import BertJaxError
+
+log = logging.getLogger(__name__)
+DATA = "data"
+
+
+def initialize_distributed(coordinator_address=None, num_processes=None, process_id=None,
+                           initialization_timeout: int = 300) -> None:
+    """Join a multi-process run: explicit flags, or JAX's own detection on Slurm / TPU pods.
+
+    A plain single-process run (no flags, no cluster environment) does nothing.
+    """
+    explicit = coordinator_address is not None or num_processes is not None
+    cluster = int(os.environ.get("SLURM_NTASKS", "1")) > 1 or "TPU_WORKER_HOSTNAMES" in os.environ
+    if not explicit and not cluster:
+        return
+    if explicit and (coordinator_address is None or num_processes is None or process_id is None):
+        raise BertJaxError("multi-host: --coordinator_address, --num_processes and --process_id "
+                           "go together")
+    jax.distributed.initialize(coordinator_address, num_processes, process_id,
+                               initialization_timeout=initialization_timeout)
+    log.info("process %d of %d, %d local / %d global devices", jax.process_index(),
+             jax.process_count(), jax.local_device_count(), jax.device_count())
+
+
+def make_mesh() -> Mesh:
+    return jax.make_mesh((jax.device_count(),), (DATA,),
+                         axis_types=(jax.sharding.AxisType.Auto,))
+
+
+def replicated(mesh: Mesh) -> NamedSharding:
+    return NamedSharding(mesh, PartitionSpec())
+
+
+def data_sharded(mesh: Mesh) -> NamedSharding:
+    """Leading (batch) axis split over the "data" axis."""
+    return NamedSharding(mesh, PartitionSpec(DATA))
+
+
+def check_batch_size(batch_size: int, micro_batches: int = 1, name: str = "batch_size") -> None:
+    """Fail early and readably when the global batch does not divide the devices."""
+    devices = jax.device_count()
+    if batch_size % (devices * micro_batches):
+        raise BertJaxError(
+            f"config.{name}: {batch_size} does not divide evenly over {devices} device(s)"
+            + (f" × {micro_batches} micro-batches" if micro_batches > 1 else "")
+            + f"; use a multiple of {devices * micro_batches}")
+
+
+def global_batch(host_batch: dict[str, np.ndarray], mesh: Mesh) -> dict[str, jax.Array]:
+    """This process's rows of the global batch → global arrays sharded on "data"."""
+    sharding = data_sharded(mesh)
+    local = len(mesh.local_devices)
+    out = {}
+    for name, rows in host_batch.items():
+        if rows.shape[0] % local:
+            raise BertJaxError(f"batch: {name} has {rows.shape[0]} rows on this process, not a "
+                               f"multiple of its {local} devices")
+        out[name] = jax.make_array_from_process_local_data(sharding, rows)
+    return out
+
+
+def fetch(tree):
+    """Device (possibly multi-host replicated) arrays → host numpy, from this process's copy."""
+    return jax.tree.map(lambda x: np.asarray(x.addressable_data(0)) if isinstance(x, jax.Array)
+                        else np.asarray(x), tree)

@@ -1,0 +1,119 @@
+"""Pure steps: (state, batch, key) → (state, metrics). No I/O, no globals; jitted by the caller.
+
+Randomness is `fold_in(key, state.step)`, so a resumed run draws the same masks and dropout as
+an uninterrupted one. Metrics are (sum, denominator) pairs (see losses.py).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax.training import train_state
+
+from bert_jax import losses, masking
+
+TrainState = train_state.TrainState  # step, params, opt_state; apply_fn and tx are static
+
+
+def micro_batches(batch: dict, k: int) -> dict:
+    """(B, …) → (k, B/k, …), micro-batch j = rows j, j+k, j+2k, …
+
+    Interleaved rather than contiguous: each device's rows of the data-sharded batch hold an
+    equal share of every micro-batch, so splitting moves no data between devices.
+    """
+    return jax.tree.map(lambda x: x.reshape(x.shape[0] // k, k, *x.shape[1:]).swapaxes(0, 1),
+                        batch)
+
+
+def accumulate_gradients(loss_fn: Callable, params, batch: dict, key, k: int):
+    """Σ_j ∇loss_fn(params, micro_j, fold_in(key, j)) and the summed metrics, over k micro-batches.
+
+    `loss_fn(params, batch, key) -> (loss, metrics)` must already be normalised by the whole
+    batch's denominators, so the sum equals the full-batch gradient exactly.
+    """
+    grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
+    if k == 1:
+        (_, metrics), grads = grad_fn(params, batch, jax.random.fold_in(key, 0))
+        return grads, metrics
+    micro = micro_batches(batch, k)
+    first = jax.tree.map(lambda x: x[0], micro)
+    metric_shapes = jax.eval_shape(lambda: grad_fn(params, first, key)[0][1])
+    zeros = (jax.tree.map(jnp.zeros_like, params),
+             jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), metric_shapes))
+
+    def body(carry, xs):
+        j, mb = xs
+        (_, m), g = grad_fn(params, mb, jax.random.fold_in(key, j))
+        return (jax.tree.map(jnp.add, carry[0], g), losses.add(carry[1], m)), None
+
+    (grads, metrics), _ = jax.lax.scan(body, zeros, (jnp.arange(k), micro))
+    return grads, metrics
+
+
+def apply_update(state: TrainState, grads, metrics: dict, schedule: Callable):
+    """One optimiser update, skipped when the loss or gradient is not finite (state kept).
+
+    Metrics gain grad_norm, learning_rate and `nonfinite` (1 when the update was skipped).
+    """
+    grad_norm = optax.tree.norm(grads)
+    finite = jnp.isfinite(grad_norm)
+    for total, _ in metrics.values():
+        finite &= jnp.isfinite(total)
+    new_state = state.apply_gradients(grads=grads)
+    new_state = jax.tree.map(lambda new, old: jnp.where(finite, new, old), new_state, state)
+    new_state = new_state.replace(step=state.step + 1)
+    metrics = dict(metrics, grad_norm=(grad_norm, 1.0),
+                   learning_rate=(schedule(state.step), 1.0),
+                   nonfinite=(1.0 - finite.astype(jnp.float32), 1.0))
+    return new_state, metrics
+
+
+def make_pretrain_step(spec: masking.MaskingSpec, schedule: Callable, grad_accum_steps: int = 1,
+                       continuation_lookup: Optional[jax.Array] = None):
+    """pretrain_step(state, batch, key): mask inside the step, MLM + NSP loss, one update.
+
+    `batch`: input_ids, token_type_ids, attention_mask (B, L), next_sentence_labels (B,).
+    """
+
+    def pretrain_step(state: TrainState, batch: dict, key):
+        step_key = jax.random.fold_in(key, state.step)
+        mask_key, dropout_key = jax.random.split(step_key)
+        batch = masking.mask_batch(mask_key, batch, spec, continuation_lookup)
+        mlm_total = jnp.maximum(batch["masked_lm_weights"].sum(), 1.0)
+        nsp_total = batch["next_sentence_labels"].shape[0]
+
+        def loss_fn(params, micro, key):
+            metrics = pretraining_metrics(state.apply_fn, params, micro, False, key)
+            loss = metrics["mlm_loss"][0] / mlm_total + metrics["nsp_loss"][0] / nsp_total
+            return loss, metrics
+
+        grads, metrics = accumulate_gradients(loss_fn, state.params, batch, dropout_key,
+                                              grad_accum_steps)
+        return apply_update(state, grads, metrics, schedule)
+
+    return pretrain_step
+
+
+def pretraining_metrics(apply_fn, params, batch: dict, deterministic: bool, dropout_key=None):
+    """MLM and NSP (sum, denominator) metrics of BertForPreTraining on a masked batch."""
+    mlm_logits, nsp_logits = apply_fn(
+        {"params": params}, batch["input_ids"], batch["token_type_ids"],
+        batch["attention_mask"], batch["masked_lm_positions"], deterministic=deterministic,
+        rngs=None if deterministic else {"dropout": dropout_key})
+    metrics = losses.mlm(mlm_logits, batch["masked_lm_ids"], batch["masked_lm_weights"])
+    metrics.update(losses.classification(nsp_logits, batch["next_sentence_labels"], "nsp"))
+    return metrics
+
+
+def make_pretrain_eval_step(spec: masking.MaskingSpec,
+                            continuation_lookup: Optional[jax.Array] = None):
+    """eval_step(state, batch, key): masks drawn from `key` (fixed per eval batch), no dropout."""
+
+    def eval_step(state: TrainState, batch: dict, key):
+        batch = masking.mask_batch(key, batch, spec, continuation_lookup)
+        return pretraining_metrics(state.apply_fn, state.params, batch, True)
+
+    return eval_step

@@ -1,0 +1,292 @@
+"""The pretraining loop: sections that each call one helper; all side effects live here.
+
+WORKDIR gets: train_config.json and config.json (the model) at start, vocab/ (when trained
+here), checkpoints/ (orbax), metrics.jsonl + tensorboard/, and export/ (a Hugging Face
+directory) at the end. Running the same command again resumes from the latest checkpoint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import signal
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from tqdm import tqdm
+
+from bert_jax import (batches, checkpoint, losses, masking, optim, pretrained, sharding,
+                      tokenizer, train_step)
+from bert_jax.config import BertConfig
+from bert_jax.errors import BertJaxError
+from bert_jax.heads import BertForPreTraining
+from bert_jax.metric_writer import MetricWriter, parameter_table
+from bert_jax.pretraining_data import build_pretraining_dataset
+from bert_jax.train_config import PretrainConfig
+
+log = logging.getLogger("bert_jax")
+
+
+class Interrupted(Exception):
+    """SIGTERM / SIGINT arrived; a checkpoint was saved at `step`."""
+
+    def __init__(self, step: int, signum: int):
+        super().__init__(f"stopped by signal {signum} at step {step}; checkpoint saved, run "
+                         f"the same command to resume")
+        self.step, self.signum = step, signum
+
+
+class _StopRequest:
+    """Turns SIGTERM / SIGINT into a flag the loop checks after each step."""
+
+    def __enter__(self):
+        self.signum = None
+        self.previous = {s: signal.signal(s, self._handle) for s in (signal.SIGTERM, signal.SIGINT)}
+        return self
+
+    def _handle(self, signum, frame):
+        self.signum = signum
+
+    def __exit__(self, *exc):
+        for s, handler in self.previous.items():
+            signal.signal(s, handler)
+
+
+def pretrain(cfg: PretrainConfig, workdir: str) -> dict[str, float]:
+    """Pretrain (MLM + NSP) to cfg.steps; returns the final held-out metrics."""
+    main = jax.process_index() == 0
+    sharding.check_batch_size(cfg.batch_size, cfg.grad_accum_steps)  # before any slow work
+    os.makedirs(workdir, exist_ok=True)
+    tok = _tokenizer(cfg, workdir, main)
+    config = model_config(cfg, tok.get_vocab_size(with_added_tokens=True))
+    _check_workdir(workdir, cfg, config, main)
+    train, heldout = _examples(cfg, tok)
+
+    mesh = sharding.make_mesh()
+    model = BertForPreTraining(config, jnp.dtype(cfg.dtype))
+    tx = optim.make_optimizer(cfg)
+    state = _init_state(model, tx, cfg, mesh)
+    checkpointer = checkpoint.Checkpointer(workdir, cfg.keep_checkpoints, cfg.checkpoint_every)
+    state = _restore(checkpointer, state, cfg, mesh)
+    log.info("model %s\n%s", json.dumps(config.to_dict(), sort_keys=True),
+             parameter_table(jax.device_get(state.params)))
+
+    spec = masking.MaskingSpec.from_tokenizer(tok, cfg.max_predictions_per_seq,
+                                              cfg.masked_lm_prob, cfg.whole_word_masking)
+    lookup = jnp.asarray(tokenizer.continuation_lookup(tok)) if cfg.whole_word_masking else None
+    schedule = optim.learning_rate_schedule(cfg.learning_rate, cfg.warmup_steps, cfg.steps)
+    replicated, data = sharding.replicated(mesh), sharding.data_sharded(mesh)
+    step_fn = jax.jit(train_step.make_pretrain_step(spec, schedule, cfg.grad_accum_steps, lookup),
+                      in_shardings=(replicated, data, replicated),
+                      out_shardings=(replicated, replicated), donate_argnums=(0,))
+    eval_fn = jax.jit(train_step.make_pretrain_eval_step(spec, lookup),
+                      in_shardings=(replicated, data, replicated), out_shardings=replicated)
+    key = jax.random.key(cfg.seed)
+    writer = MetricWriter(workdir, enabled=main)
+    evaluate = lambda s: _evaluate(eval_fn, s, heldout, cfg, mesh, key, writer)  # noqa: E731
+    try:
+        with _StopRequest() as stop:
+            state = _loop(step_fn, state, train, cfg, mesh, key, writer, checkpointer, stop,
+                          evaluate)
+        final = evaluate(state)
+        checkpointer.save(int(state.step), state, force=checkpointer.latest_step() != state.step)
+        checkpointer.wait()
+        if main:
+            _export(workdir, config, state)
+    finally:
+        checkpointer.close()
+        writer.close()
+    return final
+
+
+def _loop(step_fn, state, train, cfg, mesh, key, writer, checkpointer, stop, evaluate):
+    """Steps until cfg.steps; logs every log_every, evaluates every eval_every, saves on time."""
+    step = int(sharding.fetch(state.step))
+    pc, pi = jax.process_count(), jax.process_index()
+    window, tokens, started = [], 0, time.time()
+    bar = tqdm(total=cfg.steps, initial=step, desc="pretrain", disable=pi != 0,
+               dynamic_ncols=True)
+    while step < cfg.steps:
+        host = batches.batch_for_step(train, step, cfg.batch_size, cfg.data_seed,
+                                      process_index=pi, process_count=pc)
+        tokens += int(host["attention_mask"].sum()) * pc
+        state, metrics = step_fn(state, sharding.global_batch(host, mesh), key)
+        window.append(metrics)
+        step += 1
+        bar.update(1)
+        if step % cfg.log_every == 0 or step == cfg.steps:
+            values = _log_window(window, step, checkpointer)  # waits for the device
+            values["tokens_per_second"] = tokens / (time.time() - started)
+            writer.write(step, "train", values)
+            bar.set_postfix(loss=f"{values['loss']:.3f}", mlm_acc=f"{values['mlm_accuracy']:.3f}",
+                            tok_s=f"{values['tokens_per_second']:.0f}")
+            window, tokens, started = [], 0, time.time()
+        if cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.steps:
+            evaluate(state)
+            if not window:  # keep evaluation time out of the next window's tokens/s
+                started = time.time()
+        checkpointer.save(step, state)
+        if stop.signum is not None:
+            checkpointer.save(step, state, force=checkpointer.latest_step() != step)
+            checkpointer.wait()
+            bar.close()
+            raise Interrupted(step, stop.signum)
+    bar.close()
+    return state
+
+
+def _log_window(window, step, checkpointer) -> dict[str, float]:
+    """Sum a window of per-step metrics on the host; stop on a non-finite step, naming it."""
+    fetched = sharding.fetch(window)
+    nonfinite = [i for i, m in enumerate(fetched) if m["nonfinite"][0] > 0]
+    if nonfinite:
+        bad = step - len(fetched) + nonfinite[0] + 1
+        raise BertJaxError(
+            f"step {bad}: loss or gradient is NaN/Inf (update skipped); resume from the last "
+            f"checkpoint, step {checkpointer.latest_step()} in {checkpointer.directory}, "
+            f"with a lower learning_rate")
+    total = fetched[0]
+    for m in fetched[1:]:
+        total = losses.add(total, m)
+    values = losses.means(total)
+    values["loss"] = values["mlm_loss"] + values["nsp_loss"]
+    del values["nonfinite"]
+    return values
+
+
+def _evaluate(eval_fn, state, heldout, cfg, mesh, key, writer) -> dict[str, float]:
+    """Held-out MLM / NSP accuracy and perplexity; the same masks every time (fixed keys)."""
+    n = batches.num_examples(heldout) // cfg.batch_size
+    n = min(n, cfg.eval_batches) if cfg.eval_batches else n
+    if n == 0:
+        return {}
+    eval_key = jax.random.fold_in(key, -1 % 2**31)  # a stream the train steps never use
+    pc, pi = jax.process_count(), jax.process_index()
+    total = None
+    for i in range(n):
+        rows = slice(i * cfg.batch_size, (i + 1) * cfg.batch_size)
+        host = {k: v[rows] for k, v in heldout.items()}
+        local = cfg.batch_size // pc
+        host = {k: v[pi * local:(pi + 1) * local] for k, v in host.items()}
+        m = sharding.fetch(eval_fn(state, sharding.global_batch(host, mesh),
+                                   jax.random.fold_in(eval_key, i)))
+        total = m if total is None else losses.add(total, m)
+    values = losses.means(total)
+    values["loss"] = values["mlm_loss"] + values["nsp_loss"]
+    values["mlm_perplexity"] = float(np.exp(values["mlm_loss"]))
+    step = int(sharding.fetch(state.step))
+    writer.write(step, "eval", values)
+    log.info("eval step %d: mlm_accuracy %.4f, nsp_accuracy %.4f, perplexity %.2f", step,
+             values["mlm_accuracy"], values["nsp_accuracy"], values["mlm_perplexity"])
+    return values
+
+
+def model_config(cfg: PretrainConfig, vocab_size: int) -> BertConfig:
+    """The BertConfig of a run: a preset or a config.json, checked against the vocabulary."""
+    if cfg.model.endswith(".json") or os.path.sep in cfg.model:
+        config = BertConfig.from_json_file(cfg.model)
+        if config.vocab_size != vocab_size:
+            raise BertJaxError(f"{cfg.model}: vocab_size {config.vocab_size} does not match the "
+                               f"vocabulary ({vocab_size} tokens)")
+    else:
+        config = BertConfig.preset(cfg.model, vocab_size=vocab_size)
+    if cfg.max_seq_length > config.max_position_embeddings:
+        raise BertJaxError(f"config.max_seq_length: {cfg.max_seq_length} exceeds the model's "
+                           f"max_position_embeddings ({config.max_position_embeddings})")
+    return config
+
+
+def _tokenizer(cfg, workdir, main):
+    """cfg.vocab (copied into WORKDIR/vocab), the workdir's own, or a new one trained there."""
+    vocab_dir = os.path.join(workdir, "vocab")
+    if cfg.vocab:
+        tok = tokenizer.load(cfg.vocab)
+        if main:
+            tokenizer.save(tok, vocab_dir)
+        return tok
+    if os.path.isfile(os.path.join(vocab_dir, "tokenizer.json")):
+        return tokenizer.load(os.path.join(vocab_dir, "tokenizer.json"))
+    if jax.process_count() > 1:
+        raise BertJaxError("config.vocab: multi-process runs need a vocabulary; train one first "
+                           "with `bert-jax tokenizer`")
+    log.info("training a %d-token WordPiece vocabulary into %s", cfg.vocab_size, vocab_dir)
+    return tokenizer.train_tokenizer(cfg.train_files, cfg.vocab_size, vocab_dir,
+                                     lowercase=cfg.lowercase)
+
+
+def _check_workdir(workdir, cfg, config, main):
+    """A workdir belongs to one model: refuse to resume a checkpoint of another shape."""
+    path = os.path.join(workdir, "config.json")
+    has_checkpoints = os.path.isdir(os.path.join(workdir, checkpoint.CHECKPOINTS))
+    if os.path.isfile(path) and has_checkpoints:
+        saved = BertConfig.from_json_file(path)
+        diff = [f"{f.name} {getattr(saved, f.name)} there, {getattr(config, f.name)} here"
+                for f in dataclasses.fields(config)
+                if getattr(saved, f.name) != getattr(config, f.name)]
+        if diff:
+            raise BertJaxError(f"{workdir}: holds a checkpoint of a different model "
+                               f"({'; '.join(diff[:3])}); use a new --workdir")
+    if main:
+        config.to_json_file(path, architectures=["BertForPreTraining"])
+        with open(os.path.join(workdir, "train_config.json"), "w", encoding="utf-8") as f:
+            json.dump(dataclasses.asdict(cfg), f, indent=2)
+
+
+def _examples(cfg, tok):
+    """Cached NSP examples → (train, held-out) numpy columns, split by a seeded permutation."""
+    dataset = build_pretraining_dataset(
+        cfg.train_files, tok, max_seq_length=cfg.max_seq_length,
+        short_seq_prob=cfg.short_seq_prob, dupe_factor=cfg.dupe_factor, seed=cfg.data_seed,
+        documents=cfg.documents, num_proc=1)  # no fork once JAX runs threads; tokenizers'
+    # Rust encoder is multithreaded by itself
+    arrays = batches.as_arrays(dataset)
+    n = batches.num_examples(arrays)
+    order = np.random.default_rng([cfg.data_seed, 1]).permutation(n)
+    n_eval = int(round(n * cfg.eval_fraction))
+    train = {k: v[order[n_eval:]] for k, v in arrays.items()}
+    heldout = {k: v[order[:n_eval]] for k, v in arrays.items()}
+    if batches.num_examples(train) < cfg.batch_size:
+        raise BertJaxError(f"config.train_files: {n - n_eval} training examples are fewer than "
+                           f"one batch ({cfg.batch_size}); add text or lower batch_size")
+    log.info("%d training and %d held-out examples of %d tokens", n - n_eval, n_eval,
+             cfg.max_seq_length)
+    return train, heldout
+
+
+def _init_state(model, tx, cfg, mesh):
+    """Parameters initialised directly into their replicated sharding."""
+    ids = jnp.zeros((1, cfg.max_seq_length), jnp.int32)
+
+    def init(key):
+        params = model.init(key, ids)["params"]
+        return train_step.TrainState.create(apply_fn=model.apply, params=params, tx=tx)
+
+    return jax.jit(init, out_shardings=sharding.replicated(mesh))(
+        jax.random.fold_in(jax.random.key(cfg.seed), 2**31 - 2))
+
+
+def _restore(checkpointer, state, cfg, mesh):
+    """This run's latest checkpoint > init_from > the fresh init."""
+    latest = checkpointer.latest_step()
+    if latest is not None:
+        log.info("resuming from %s/%d", checkpointer.directory, latest)
+        return checkpointer.restore(latest, state)
+    if cfg.init_from:
+        params = pretrained.init_from(cfg.init_from, jax.device_get(state.params))
+        params = jax.device_put(params, sharding.replicated(mesh))
+        return state.replace(params=params, opt_state=state.tx.init(params))
+    return state
+
+
+def _export(workdir, config, state):
+    """A Hugging Face directory (config.json, model.safetensors, vocab) beside the weights."""
+    from bert_jax.convert import save_hf
+    vocab_dir = os.path.join(workdir, "vocab")
+    vocab_files = [os.path.join(vocab_dir, f) for f in os.listdir(vocab_dir)]
+    save_hf(os.path.join(workdir, "export"), config, sharding.fetch(state.params), vocab_files,
+            overwrite=True)
+    log.info("exported a Hugging Face BertForPreTraining to %s", os.path.join(workdir, "export"))

@@ -1,0 +1,40 @@
+"""The shipped configs load and validate; overrides are typed; bad ones are refused by name."""
+
+import glob
+import os
+
+import pytest
+
+from bert_jax.errors import BertJaxError
+from bert_jax.train_config import PretrainConfig, apply_overrides, load_config
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.mark.parametrize("path", sorted(glob.glob(os.path.join(ROOT, "configs", "pretrain_*.py"))))
+def test_shipped_configs_load(path):
+    cfg = load_config(path)
+    assert isinstance(cfg, PretrainConfig) and cfg.batch_size % cfg.grad_accum_steps == 0
+
+
+def test_phase2_builds_on_phase1():
+    base = load_config(os.path.join(ROOT, "configs", "pretrain_base.py"))
+    phase2 = load_config(os.path.join(ROOT, "configs", "pretrain_base_phase2.py"))
+    assert (base.max_seq_length, phase2.max_seq_length) == (128, 512)
+    assert phase2.init_from == "runs/base" and phase2.model == base.model == "base"
+
+
+def test_overrides_are_typed():
+    cfg = apply_overrides(PretrainConfig(), ["steps=7", "learning_rate=3e-4", "dtype=bfloat16",
+                                             "whole_word_masking=true"])
+    assert (cfg.steps, cfg.learning_rate, cfg.dtype, cfg.whole_word_masking) == (
+        7, 3e-4, "bfloat16", True)
+    with pytest.raises(BertJaxError, match="expected int, got 'seven'"):
+        apply_overrides(PretrainConfig(), ["steps=seven"])
+    with pytest.raises(BertJaxError, match="did you mean learning_rate"):
+        apply_overrides(PretrainConfig(), ["learning_rat=1"])
+
+
+def test_missing_config_file():
+    with pytest.raises(BertJaxError, match="config file not found"):
+        load_config("configs/nope.py")

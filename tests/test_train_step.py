@@ -1,0 +1,104 @@
+"""Optimiser and train step in-process: decay mask, schedule, accumulation = one big batch."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from bert_jax import optim, train_step
+from bert_jax.config import BertConfig
+from bert_jax.heads import BertForPreTraining
+from bert_jax.masking import MaskingSpec
+from bert_jax.train_config import PretrainConfig
+
+CONFIG = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                    intermediate_size=32, max_position_embeddings=16)
+SPEC = MaskingSpec(vocab_size=50, mask_token_id=4, never_mask_ids=(0, 2, 3),
+                   max_predictions_per_seq=3)
+
+
+def make_batch(B=8, L=12, seed=0):
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(5, 50, (B, L)).astype(np.int32)
+    ids[:, 0], ids[:, 6], ids[:, -1] = 2, 3, 3
+    mask = np.ones((B, L), np.int32)
+    mask[::3, 9:] = 0
+    ids[mask == 0] = 0
+    types = np.zeros((B, L), np.int32)
+    types[:, 7:] = 1
+    return {"input_ids": ids, "token_type_ids": types, "attention_mask": mask,
+            "next_sentence_labels": rng.integers(0, 2, B).astype(np.int32)}
+
+
+def test_schedule_is_linear_warmup_then_linear_decay():
+    s = optim.learning_rate_schedule(1e-3, 10, 110)
+    np.testing.assert_allclose([s(0), s(5), s(10), s(60), s(110)], [0, 5e-4, 1e-3, 5e-4, 0],
+                               atol=1e-9)
+
+
+def test_weight_decay_only_on_matrices():
+    params = BertForPreTraining(CONFIG).init(jax.random.key(0), make_batch()["input_ids"])
+    mask = optim.decay_mask(params["params"])
+    flat = jax.tree_util.tree_flatten_with_path(mask)[0]
+    decayed = {jax.tree_util.keystr(p) for p, v in flat if v}
+    assert any("word_embeddings" in p for p in decayed) and any("query']['kernel" in p
+                                                                for p in decayed)
+    assert not any("bias" in p or "layer_norm" in p for p in decayed)
+    # and the optimiser really leaves an un-decayed param alone when its gradient is zero
+    cfg = PretrainConfig(learning_rate=0.1, warmup_steps=0, steps=10, weight_decay=0.5)
+    tx = optim.make_optimizer(cfg)
+    p = {"w": jnp.ones((2, 2)), "b": jnp.ones((2,))}
+    updates, _ = tx.update(jax.tree.map(jnp.zeros_like, p), tx.init(p), p)
+    assert np.all(np.asarray(updates["b"]) == 0) and np.all(np.asarray(updates["w"]) < 0)
+
+
+def _state(cfg):
+    model = BertForPreTraining(CONFIG)
+    params = model.init(jax.random.key(1), make_batch()["input_ids"])["params"]
+    return train_step.TrainState.create(apply_fn=model.apply, params=params,
+                                        tx=optim.make_optimizer(cfg))
+
+
+def test_gradient_accumulation_equals_one_big_batch():
+    cfg = PretrainConfig(learning_rate=1e-3, warmup_steps=1, steps=10)
+    schedule = optim.learning_rate_schedule(1e-3, 1, 10)
+    batch, key = make_batch(), jax.random.key(3)
+    no_dropout = BertForPreTraining(CONFIG.replace(hidden_dropout_prob=0.0,
+                                                   attention_probs_dropout_prob=0.0))
+    results = []
+    for k in (1, 2, 4):
+        state = _state(cfg).replace(apply_fn=no_dropout.apply)
+        step = jax.jit(train_step.make_pretrain_step(SPEC, schedule, grad_accum_steps=k))
+        for _ in range(2):
+            state, metrics = step(state, batch, key)
+        results.append((state.params, metrics))
+    for params, metrics in results[1:]:
+        for a, b in zip(jax.tree.leaves(results[0][0]), jax.tree.leaves(params)):
+            np.testing.assert_allclose(a, b, atol=2e-6)
+        for name in ("mlm_loss", "nsp_loss", "mlm_accuracy"):
+            np.testing.assert_allclose(metrics[name], results[0][1][name], rtol=1e-5)
+    assert float(results[0][1]["nonfinite"][0]) == 0
+
+
+def test_nonfinite_update_is_skipped_and_flagged():
+    cfg = PretrainConfig(learning_rate=1e-3, warmup_steps=1, steps=10)
+    state = _state(cfg)
+    schedule = optim.learning_rate_schedule(1e-3, 1, 10)
+    grads = jax.tree.map(jnp.zeros_like, state.params)
+    grads["predictions"]["bias"] = grads["predictions"]["bias"].at[0].set(jnp.nan)
+    new, metrics = train_step.apply_update(state, grads, {"x": (jnp.float32(1), 1.0)}, schedule)
+    assert float(metrics["nonfinite"][0]) == 1 and int(new.step) == 1
+    for a, b in zip(jax.tree.leaves(new.params), jax.tree.leaves(state.params)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_step_is_a_pure_function_of_state_batch_key():
+    cfg = PretrainConfig(learning_rate=1e-3, warmup_steps=0, steps=10)  # lr > 0 at step 0
+    step = jax.jit(train_step.make_pretrain_step(SPEC, optim.learning_rate_schedule(1e-3, 0, 10)))
+    state = _state(cfg)  # one state (one static tx), so the step compiles once
+    a = step(state, make_batch(), jax.random.key(0))[0]
+    b = step(state, make_batch(), jax.random.key(0))[0]
+    c = step(state, make_batch(), jax.random.key(1))[0]
+    assert jax.tree.all(jax.tree.map(np.array_equal, a.params, b.params))
+    assert not jax.tree.all(jax.tree.map(np.array_equal, a.params, c.params))
+    assert isinstance(optax.tree.norm(a.params), jax.Array)
