@@ -95,3 +95,13 @@ def iterate_batches(data: Data, batch_size: int, seed: int, *, start_step: int =
         yield batch_for_step(data, step, batch_size, seed, process_index=process_index,
                              process_count=process_count)
         step += 1
+
+
+def eval_batches(data: Mapping[str, np.ndarray], batch_size: int
+                 ) -> Iterator[tuple[dict[str, np.ndarray], int]]:
+    """Every row once, in order: (batch, number of real rows). The last batch is padded to
+    `batch_size` by repeating its final row, so shapes never change; drop the padding after."""
+    n = num_examples(data)
+    for start in range(0, n, batch_size):
+        rows = np.arange(start, start + batch_size).clip(max=n - 1)
+        yield {k: np.asarray(v)[rows] for k, v in data.items()}, min(batch_size, n - start)

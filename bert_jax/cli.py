@@ -64,6 +64,105 @@ def _pretrain(args) -> int:
     return 0
 
 
+def _finetune(args) -> int:
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
+    from bert_jax import finetune_config, finetuner, loop, sharding
+    sharding.initialize_distributed()  # Slurm / TPU pods; a plain run does nothing
+    if args.dataset and len(args.dataset) > 2:
+        raise BertJaxError(f"--dataset: expected NAME [CONFIG], got {' '.join(args.dataset)}")
+    dataset, dataset_config = (list(args.dataset) + [None])[:2] if args.dataset else (None, None)
+    cfg = finetune_config.load_config(
+        args.config or "", args.overrides, init=args.init, dataset=dataset,
+        dataset_config=dataset_config, train_file=args.train,
+        validation_file=args.validation, test_file=args.test, text_column=args.text_column,
+        text_pair_column=args.text_pair_column, label_column=args.label_column,
+        epochs=args.epochs, batch_size=args.batch_size, learning_rate=args.learning_rate,
+        max_seq_length=args.max_seq_length, seed=args.seed, dtype=args.dtype)
+    workdir = args.workdir or os.path.join("runs", "finetune")
+    logging.getLogger("bert_jax").setLevel(logging.INFO)
+    try:
+        with logging_redirect_tqdm():
+            result = finetuner.finetune(cfg, workdir)
+    except loop.Interrupted as e:
+        print(f"bert-jax finetune: {e}", file=sys.stderr)
+        return 128 + e.signum
+    for split in ("validation", "test"):
+        if split in result:
+            r = result[split]
+            print(f"{split} ({r['rows']} rows, epoch {result['best_epoch']}): accuracy "
+                  f"{r['accuracy']:.4f}, macro-F1 {r['macro_f1']:.4f}, MCC {r['mcc']:.4f}")
+    print(f"best model: {os.path.join(workdir, finetuner.MODEL)} (bert_jax), "
+          f"{os.path.join(workdir, finetuner.EXPORT)} (Hugging Face); scores in "
+          f"{os.path.join(workdir, 'metrics.json')}")
+    return 0
+
+
+def _read_texts(path: str, text_column: str, pair_column: str):
+    from bert_jax import classification_data as data
+    table = data.read_table(path)
+    data.check_columns(table, path, [text_column] + ([pair_column] if pair_column else []))
+    texts = data.texts_of(table, text_column, path)
+    return table, texts, data.texts_of(table, pair_column, path) if pair_column else None
+
+
+def _predict(args) -> None:
+    from bert_jax import inference
+    config, params, tok = inference.load(args.model)
+    table, texts, pairs = _read_texts(args.input, args.text_column, args.text_pair_column)
+    probs = inference.predict_proba(config, params, tok, texts, pairs, args.max_seq_length,
+                                    args.batch_size)
+    frame = table.to_pandas()
+    frame["predicted_label"] = [config.id2label[i] for i in probs.argmax(-1)]
+    frame["probability"] = probs.max(-1)
+    for i, label in enumerate(config.id2label):
+        frame[f"probability_{label}"] = probs[:, i]
+    _write_frame(frame, args.output)
+    counts = frame["predicted_label"].value_counts().to_dict()
+    print(f"wrote {len(frame)} predictions to {args.output}: "
+          + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+
+
+def _write_frame(frame, path: str) -> None:
+    ext = os.path.splitext(path)[1].lower()
+    if ext in (".csv", ".tsv"):
+        frame.to_csv(path, index=False, sep="\t" if ext == ".tsv" else ",")
+    elif ext == ".jsonl":
+        frame.to_json(path, orient="records", lines=True, force_ascii=False)
+    elif ext == ".json":
+        frame.to_json(path, orient="records", force_ascii=False)
+    elif ext == ".parquet":
+        frame.to_parquet(path, index=False)
+    else:
+        raise BertJaxError(f"{path}: unknown output type {ext or '(none)'}; expected .csv, "
+                           f".tsv, .json, .jsonl or .parquet")
+
+
+def _fill_mask(args) -> None:
+    from bert_jax import inference
+    config, params, tok = inference.load(args.model)
+    for i, candidates in enumerate(inference.fill_mask(config, params, tok, args.text,
+                                                       args.top_k)):
+        print(f"[MASK] {i + 1}:" if i or args.text.count("[MASK]") > 1 else "[MASK]:")
+        for token, p in candidates:
+            print(f"  {token:<20} {p:.4f}")
+
+
+def _embed(args) -> None:
+    import numpy as np
+
+    from bert_jax import inference
+    if not args.output.endswith(".npy"):
+        raise BertJaxError(f"--output {args.output}: expected a .npy file")
+    config, params, tok = inference.load(args.model)
+    _, texts, _ = _read_texts(args.input, args.text_column, "")
+    vectors = inference.embed(config, params, tok, texts, args.pooling, args.max_seq_length,
+                              args.batch_size, args.normalize)
+    np.save(args.output, vectors)
+    print(f"wrote {vectors.shape[0]} × {vectors.shape[1]} {args.pooling}-pooled embeddings to "
+          f"{args.output}")
+
+
 def _tokenizer(args) -> None:
     from bert_jax import tokenizer
     tok = tokenizer.train_tokenizer(args.files, args.vocab_size, args.out,
@@ -105,6 +204,56 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds to wait for the other processes")
     p.set_defaults(run=_pretrain)
 
+    p = sub.add_parser("finetune", help="fine-tune a pretrained BERT for text classification",
+                       description="Flags override the --config file; --config.FIELD=VALUE any "
+                                   "field (see bert_jax/finetune_config.py)")
+    p.add_argument("--config", default=None, help="Python config file (configs/finetune_*.py)")
+    p.add_argument("--init", default=None,
+                   help="our model dir, a pretraining workdir or a Hugging Face BERT dir")
+    p.add_argument("--dataset", nargs="+", metavar=("NAME", "CONFIG"), default=None,
+                   help="a `datasets` hub dataset and its configuration, e.g. glue sst2")
+    p.add_argument("--train", default=None, help="csv / tsv / json / jsonl / parquet file")
+    p.add_argument("--validation", default=None, help="scored every epoch; picks the best")
+    p.add_argument("--test", default=None, help="scored once with the best model")
+    p.add_argument("--text-column", default=None)
+    p.add_argument("--text-pair-column", default=None, help="second text of sentence pairs")
+    p.add_argument("--label-column", default=None)
+    p.add_argument("--workdir", default=None, help="run directory (default runs/finetune)")
+    p.add_argument("--epochs", type=int, default=None)
+    p.add_argument("--batch-size", type=int, default=None)
+    p.add_argument("--learning-rate", type=float, default=None)
+    p.add_argument("--max-seq-length", type=int, default=None)
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--dtype", choices=("float32", "bfloat16"), default=None)
+    p.set_defaults(run=_finetune)
+
+    p = sub.add_parser("predict", help="class probabilities per row of a file")
+    p.add_argument("model", help="fine-tuned model dir (ours or Hugging Face) or finetune workdir")
+    p.add_argument("--input", required=True, help="csv / tsv / json / jsonl / parquet / txt")
+    p.add_argument("--output", required=True, help="csv / tsv / json / jsonl / parquet")
+    p.add_argument("--text-column", default="text")
+    p.add_argument("--text-pair-column", default="")
+    p.add_argument("--max-seq-length", type=int, default=128)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.set_defaults(run=_predict)
+
+    p = sub.add_parser("fill-mask", help="top-k tokens for each [MASK] in a text")
+    p.add_argument("model", help="a model with an MLM head (BertForPreTraining / MaskedLM)")
+    p.add_argument("text", help='e.g. "the capital of france is [MASK]."')
+    p.add_argument("--top-k", type=int, default=5)
+    p.set_defaults(run=_fill_mask)
+
+    p = sub.add_parser("embed", help="one vector per text, saved as .npy")
+    p.add_argument("model", help="any BERT model directory")
+    p.add_argument("--input", required=True, help="txt (one text a line), csv, jsonl, …")
+    p.add_argument("--output", required=True, help="FILE.npy: (rows, hidden) float32")
+    p.add_argument("--pooling", choices=("cls", "mean"), default="cls")
+    p.add_argument("--normalize", action="store_true", help="unit-length vectors")
+    p.add_argument("--text-column", default="text")
+    p.add_argument("--max-seq-length", type=int, default=128)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.set_defaults(run=_embed)
+
     p = sub.add_parser("tokenizer", help="train a WordPiece vocabulary from text files")
     p.add_argument("--files", required=True, help="glob of UTF-8 text files (quote it)")
     p.add_argument("--vocab-size", type=int, default=30522)
@@ -120,8 +269,9 @@ def main(argv=None) -> int:
     argv, overrides = split_overrides(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     args.overrides = overrides
-    if overrides and args.command != "pretrain":
-        print(f"bert-jax {args.command}: error: --config.{overrides[0]} is only for pretrain",
+    if overrides and args.command not in ("pretrain", "finetune"):
+        print(f"bert-jax {args.command}: error: --config.{overrides[0]} is only for pretrain "
+              f"and finetune",
               file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO if args.debug else logging.WARNING,

@@ -13,6 +13,7 @@ import importlib.util
 import os
 import sys
 import typing
+from typing import Optional
 
 from bert_jax.errors import BertJaxError
 
@@ -25,6 +26,7 @@ class PretrainConfig:
     model: str = "tiny"  # a BertConfig preset (tiny … large) or a path to a config.json
     init_from: str = ""  # model dir, HF dir or pretraining workdir to start from ("" = scratch)
     dtype: str = "float32"  # computation dtype: float32 | bfloat16 (params stay float32)
+    dropout: Optional[float] = None  # hidden and attention dropout; None keeps the model's (0.1)
     # data
     train_files: str = "data/austen/*.txt"  # glob of UTF-8 text files, one document per file
     documents: str = "file"  # "file": one document a file; "blank_line": split at blank lines
@@ -83,7 +85,8 @@ def validate(cfg: PretrainConfig) -> PretrainConfig:
         if getattr(cfg, name) not in choices:
             raise BertJaxError(f"config.{name}: expected one of {', '.join(choices)}, got "
                                f"{getattr(cfg, name)!r}")
-    for name in ("masked_lm_prob", "short_seq_prob", "eval_fraction"):
+    for name in ("masked_lm_prob", "short_seq_prob", "eval_fraction") + (
+            ("dropout",) if cfg.dropout is not None else ()):
         if not 0.0 <= getattr(cfg, name) < 1.0:
             raise BertJaxError(f"config.{name}: expected a value in [0, 1), got "
                                f"{getattr(cfg, name)}")
@@ -102,6 +105,15 @@ def validate(cfg: PretrainConfig) -> PretrainConfig:
 
 def load_config(path: str, overrides: typing.Sequence[str] = ()) -> PretrainConfig:
     """Run `get_config()` of the Python file at `path`, then apply `FIELD=VALUE` overrides."""
+    cfg = run_config_file(path)
+    if not isinstance(cfg, PretrainConfig):
+        raise BertJaxError(f"{path}: get_config() returns a {type(cfg).__name__}, not a "
+                           f"PretrainConfig")
+    return validate(apply_overrides(cfg, overrides))
+
+
+def run_config_file(path: str):
+    """The object `get_config()` of the Python file at `path` returns (any config dataclass)."""
     if not os.path.isfile(path):
         raise BertJaxError(f"{path}: config file not found")
     directory = os.path.dirname(os.path.abspath(path))
@@ -115,8 +127,7 @@ def load_config(path: str, overrides: typing.Sequence[str] = ()) -> PretrainConf
         sys.path.remove(directory)
     if not hasattr(module, "get_config"):
         raise BertJaxError(f"{path}: defines no get_config()")
-    cfg = module.get_config()
-    return validate(apply_overrides(cfg, overrides))
+    return module.get_config()
 
 
 def apply_overrides(cfg, overrides: typing.Sequence[str]):
@@ -137,6 +148,10 @@ def apply_overrides(cfg, overrides: typing.Sequence[str]):
 
 
 def _parse(name: str, text: str, kind):
+    if typing.get_origin(kind) is typing.Union:  # Optional[X]: "none" or an X
+        if text.lower() == "none":
+            return None
+        kind = next(k for k in typing.get_args(kind) if k is not type(None))
     try:
         if kind is bool:
             if text.lower() not in ("true", "false", "1", "0"):

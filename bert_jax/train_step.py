@@ -117,3 +117,36 @@ def make_pretrain_eval_step(spec: masking.MaskingSpec,
         return pretraining_metrics(state.apply_fn, state.params, batch, True)
 
     return eval_step
+
+
+def make_finetune_step(schedule: Callable):
+    """finetune_step(state, batch, key): BertForSequenceClassification cross-entropy, one update.
+
+    `batch`: input_ids, token_type_ids, attention_mask (B, L), labels (B,). Dropout draws from
+    fold_in(key, state.step).
+    """
+
+    def finetune_step(state: TrainState, batch: dict, key):
+        dropout_key = jax.random.fold_in(key, state.step)
+        total = batch["labels"].shape[0]
+
+        def loss_fn(params, batch, key):
+            logits = state.apply_fn({"params": params}, batch["input_ids"],
+                                    batch["token_type_ids"], batch["attention_mask"],
+                                    deterministic=False, rngs={"dropout": key})
+            metrics = losses.classification(logits, batch["labels"], "cls")
+            return metrics["cls_loss"][0] / total, metrics
+
+        grads, metrics = accumulate_gradients(loss_fn, state.params, batch, dropout_key, 1)
+        new_state, metrics = apply_update(state, grads, metrics, schedule)
+        metrics["loss"] = metrics.pop("cls_loss")
+        metrics["accuracy"] = metrics.pop("cls_accuracy")
+        return new_state, metrics
+
+    return finetune_step
+
+
+def classification_logits(state: TrainState, batch: dict):
+    """Eval: (B, C) float32 logits, no dropout; metrics are computed on the host from these."""
+    return state.apply_fn({"params": state.params}, batch["input_ids"], batch["token_type_ids"],
+                          batch["attention_mask"], deterministic=True)

@@ -11,16 +11,14 @@ import dataclasses
 import json
 import logging
 import os
-import signal
-import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from tqdm import tqdm
 
-from bert_jax import (batches, checkpoint, losses, masking, optim, pretrained, sharding,
+from bert_jax import (batches, checkpoint, losses, loop, masking, optim, pretrained, sharding,
                       tokenizer, train_step)
+from bert_jax.loop import Interrupted  # noqa: F401  (re-exported: cli catches trainer.Interrupted)
 from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
 from bert_jax.heads import BertForPreTraining
@@ -29,31 +27,6 @@ from bert_jax.pretraining_data import build_pretraining_dataset
 from bert_jax.train_config import PretrainConfig
 
 log = logging.getLogger("bert_jax")
-
-
-class Interrupted(Exception):
-    """SIGTERM / SIGINT arrived; a checkpoint was saved at `step`."""
-
-    def __init__(self, step: int, signum: int):
-        super().__init__(f"stopped by signal {signum} at step {step}; checkpoint saved, run "
-                         f"the same command to resume")
-        self.step, self.signum = step, signum
-
-
-class _StopRequest:
-    """Turns SIGTERM / SIGINT into a flag the loop checks after each step."""
-
-    def __enter__(self):
-        self.signum = None
-        self.previous = {s: signal.signal(s, self._handle) for s in (signal.SIGTERM, signal.SIGINT)}
-        return self
-
-    def _handle(self, signum, frame):
-        self.signum = signum
-
-    def __exit__(self, *exc):
-        for s, handler in self.previous.items():
-            signal.signal(s, handler)
 
 
 def pretrain(cfg: PretrainConfig, workdir: str) -> dict[str, float]:
@@ -89,9 +62,17 @@ def pretrain(cfg: PretrainConfig, workdir: str) -> dict[str, float]:
     writer = MetricWriter(workdir, enabled=main)
     evaluate = lambda s: _evaluate(eval_fn, s, heldout, cfg, mesh, key, writer)  # noqa: E731
     try:
-        with _StopRequest() as stop:
-            state = _loop(step_fn, state, train, cfg, mesh, key, writer, checkpointer, stop,
-                          evaluate)
+        pc, pi = jax.process_count(), jax.process_index()
+        with loop.StopRequest() as stop:
+            state = loop.run_steps(
+                step_fn, state,
+                lambda s: batches.batch_for_step(train, s, cfg.batch_size, cfg.data_seed,
+                                                 process_index=pi, process_count=pc),
+                until=cfg.steps, total=cfg.steps, key=key, mesh=mesh, writer=writer,
+                checkpointer=checkpointer, stop=stop, log_every=cfg.log_every, desc="pretrain",
+                summarize=_with_loss, postfix=("loss", "mlm_accuracy"),
+                after_step=lambda s, st: bool(cfg.eval_every and s % cfg.eval_every == 0
+                                              and s < cfg.steps and evaluate(st) is not None))
         final = evaluate(state)
         checkpointer.save(int(state.step), state, force=checkpointer.latest_step() != state.step)
         checkpointer.wait()
@@ -103,58 +84,8 @@ def pretrain(cfg: PretrainConfig, workdir: str) -> dict[str, float]:
     return final
 
 
-def _loop(step_fn, state, train, cfg, mesh, key, writer, checkpointer, stop, evaluate):
-    """Steps until cfg.steps; logs every log_every, evaluates every eval_every, saves on time."""
-    step = int(sharding.fetch(state.step))
-    pc, pi = jax.process_count(), jax.process_index()
-    window, tokens, started = [], 0, time.time()
-    bar = tqdm(total=cfg.steps, initial=step, desc="pretrain", disable=pi != 0,
-               dynamic_ncols=True)
-    while step < cfg.steps:
-        host = batches.batch_for_step(train, step, cfg.batch_size, cfg.data_seed,
-                                      process_index=pi, process_count=pc)
-        tokens += int(host["attention_mask"].sum()) * pc
-        state, metrics = step_fn(state, sharding.global_batch(host, mesh), key)
-        window.append(metrics)
-        step += 1
-        bar.update(1)
-        if step % cfg.log_every == 0 or step == cfg.steps:
-            values = _log_window(window, step, checkpointer)  # waits for the device
-            values["tokens_per_second"] = tokens / (time.time() - started)
-            writer.write(step, "train", values)
-            bar.set_postfix(loss=f"{values['loss']:.3f}", mlm_acc=f"{values['mlm_accuracy']:.3f}",
-                            tok_s=f"{values['tokens_per_second']:.0f}")
-            window, tokens, started = [], 0, time.time()
-        if cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.steps:
-            evaluate(state)
-            if not window:  # keep evaluation time out of the next window's tokens/s
-                started = time.time()
-        checkpointer.save(step, state)
-        if stop.signum is not None:
-            checkpointer.save(step, state, force=checkpointer.latest_step() != step)
-            checkpointer.wait()
-            bar.close()
-            raise Interrupted(step, stop.signum)
-    bar.close()
-    return state
-
-
-def _log_window(window, step, checkpointer) -> dict[str, float]:
-    """Sum a window of per-step metrics on the host; stop on a non-finite step, naming it."""
-    fetched = sharding.fetch(window)
-    nonfinite = [i for i, m in enumerate(fetched) if m["nonfinite"][0] > 0]
-    if nonfinite:
-        bad = step - len(fetched) + nonfinite[0] + 1
-        raise BertJaxError(
-            f"step {bad}: loss or gradient is NaN/Inf (update skipped); resume from the last "
-            f"checkpoint, step {checkpointer.latest_step()} in {checkpointer.directory}, "
-            f"with a lower learning_rate")
-    total = fetched[0]
-    for m in fetched[1:]:
-        total = losses.add(total, m)
-    values = losses.means(total)
+def _with_loss(values: dict) -> dict:
     values["loss"] = values["mlm_loss"] + values["nsp_loss"]
-    del values["nonfinite"]
     return values
 
 
@@ -194,6 +125,9 @@ def model_config(cfg: PretrainConfig, vocab_size: int) -> BertConfig:
                                f"vocabulary ({vocab_size} tokens)")
     else:
         config = BertConfig.preset(cfg.model, vocab_size=vocab_size)
+    if cfg.dropout is not None:
+        config = config.replace(hidden_dropout_prob=cfg.dropout,
+                                attention_probs_dropout_prob=cfg.dropout)
     if cfg.max_seq_length > config.max_position_embeddings:
         raise BertJaxError(f"config.max_seq_length: {cfg.max_seq_length} exceeds the model's "
                            f"max_position_embeddings ({config.max_position_embeddings})")
@@ -218,15 +152,19 @@ def _tokenizer(cfg, workdir, main):
                                      lowercase=cfg.lowercase)
 
 
+_SHAPE_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                 "intermediate_size", "max_position_embeddings", "type_vocab_size",
+                 "tie_word_embeddings")
+
+
 def _check_workdir(workdir, cfg, config, main):
     """A workdir belongs to one model: refuse to resume a checkpoint of another shape."""
     path = os.path.join(workdir, "config.json")
     has_checkpoints = os.path.isdir(os.path.join(workdir, checkpoint.CHECKPOINTS))
     if os.path.isfile(path) and has_checkpoints:
         saved = BertConfig.from_json_file(path)
-        diff = [f"{f.name} {getattr(saved, f.name)} there, {getattr(config, f.name)} here"
-                for f in dataclasses.fields(config)
-                if getattr(saved, f.name) != getattr(config, f.name)]
+        diff = [f"{name} {getattr(saved, name)} there, {getattr(config, name)} here"
+                for name in _SHAPE_FIELDS if getattr(saved, name) != getattr(config, name)]
         if diff:
             raise BertJaxError(f"{workdir}: holds a checkpoint of a different model "
                                f"({'; '.join(diff[:3])}); use a new --workdir")

@@ -1,0 +1,119 @@
+"""FinetuneConfig: one fine-tuning run (sequence classification), saved beside its checkpoints.
+
+A config file's `get_config()` returns one; `--config.FIELD=VALUE` and the `bert-jax finetune`
+flags override fields. The optimisation fields match PretrainConfig's, so optim.make_optimizer
+serves both (see `optimizer_settings`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+
+from bert_jax import train_config
+from bert_jax.errors import BertJaxError
+
+METRICS = ("accuracy", "macro_f1", "mcc")
+
+
+@dataclasses.dataclass(frozen=True)
+class FinetuneConfig:
+    """Everything one fine-tuning run needs."""
+
+    # model
+    init: str = ""  # our model dir, a pretraining workdir or a Hugging Face dir (required)
+    dtype: str = "float32"  # computation dtype: float32 | bfloat16 (params stay float32)
+    # data: a hub dataset, or local files (csv, tsv, json, jsonl, parquet)
+    dataset: str = ""  # `datasets` hub name, e.g. "glue" ("" = local files)
+    dataset_config: str = ""  # its configuration, e.g. "sst2"
+    train_file: str = ""
+    validation_file: str = ""
+    test_file: str = ""  # optional: scored once, with the best model, at the end
+    text_column: str = "text"
+    text_pair_column: str = ""  # second segment of sentence-pair tasks ("" = single text)
+    label_column: str = "label"  # strings or integers; the label map is saved with the model
+    max_seq_length: int = 128  # longer texts are truncated (longest segment first)
+    # optimisation
+    epochs: int = 3
+    batch_size: int = 32  # global train batch; the last ragged batch of an epoch is skipped
+    eval_batch_size: int = 64  # evaluation scores every row (the last batch is padded)
+    learning_rate: float = 5e-5  # peak
+    warmup_ratio: float = 0.1  # share of all steps in linear warmup, then linear decay to 0
+    weight_decay: float = 0.01  # decoupled, on ≥2-D params only
+    optimizer: str = "adamw"  # adamw | lamb
+    adam_b1: float = 0.9
+    adam_b2: float = 0.999
+    adam_eps: float = 1e-6
+    max_grad_norm: float = 1.0
+    seed: int = 0  # seeds the classifier init, dropout and the batch order
+    best_metric: str = "mcc"  # validation metric that picks the kept epoch
+    # bookkeeping
+    log_every: int = 10  # steps between train metric logs
+    checkpoint_every: int = 100  # steps between checkpoints (and at every epoch end)
+    keep_checkpoints: int = 2
+
+    def replace(self, **changes) -> "FinetuneConfig":
+        return dataclasses.replace(self, **changes)
+
+
+def validate(cfg: FinetuneConfig) -> FinetuneConfig:
+    """Refuse impossible values, naming the field."""
+    if not cfg.init:
+        raise BertJaxError("config.init: a pretrained model to fine-tune is required (--init DIR)")
+    if not cfg.dataset and not cfg.train_file:
+        raise BertJaxError("config.train_file: give --train FILE (and --validation FILE) or "
+                           "--dataset NAME")
+    if not cfg.dataset and not cfg.validation_file:
+        raise BertJaxError("config.validation_file: give --validation FILE: the best epoch is "
+                           "chosen on it")
+    for name in ("max_seq_length", "epochs", "batch_size", "eval_batch_size", "log_every",
+                 "checkpoint_every", "keep_checkpoints"):
+        if getattr(cfg, name) < 1:
+            raise BertJaxError(f"config.{name}: expected an integer ≥ 1, got {getattr(cfg, name)}")
+    if cfg.seed < 0:
+        raise BertJaxError(f"config.seed: expected an integer ≥ 0, got {cfg.seed}")
+    for name, choices in (("dtype", ("float32", "bfloat16")), ("optimizer", ("adamw", "lamb")),
+                          ("best_metric", METRICS)):
+        if getattr(cfg, name) not in choices:
+            raise BertJaxError(f"config.{name}: expected one of {', '.join(choices)}, got "
+                               f"{getattr(cfg, name)!r}")
+    if not 0.0 <= cfg.warmup_ratio < 1.0:
+        raise BertJaxError(f"config.warmup_ratio: expected a value in [0, 1), got "
+                           f"{cfg.warmup_ratio}")
+    for name in ("learning_rate", "adam_eps", "max_grad_norm"):
+        if getattr(cfg, name) <= 0:
+            raise BertJaxError(f"config.{name}: expected a positive number, got "
+                               f"{getattr(cfg, name)}")
+    return cfg
+
+
+def load_config(path: str, overrides: typing.Sequence[str] = (), **changes) -> FinetuneConfig:
+    """`get_config()` of `path` (or the defaults when path is ""), then `FIELD=VALUE` overrides,
+    then `changes` (the command-line flags that were given)."""
+    cfg = train_config.run_config_file(path) if path else FinetuneConfig()
+    if not isinstance(cfg, FinetuneConfig):
+        raise BertJaxError(f"{path}: get_config() returns a {type(cfg).__name__}, not a "
+                           f"FinetuneConfig")
+    cfg = train_config.apply_overrides(cfg, overrides)
+    return validate(cfg.replace(**{k: v for k, v in changes.items() if v is not None}))
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimizerSettings:
+    """The fields optim.make_optimizer reads, with steps known once the data is."""
+
+    learning_rate: float
+    warmup_steps: int
+    steps: int
+    weight_decay: float
+    optimizer: str
+    adam_b1: float
+    adam_b2: float
+    adam_eps: float
+    max_grad_norm: float
+
+
+def optimizer_settings(cfg: FinetuneConfig, steps: int) -> OptimizerSettings:
+    return OptimizerSettings(cfg.learning_rate, int(round(cfg.warmup_ratio * steps)), steps,
+                             cfg.weight_decay, cfg.optimizer, cfg.adam_b1, cfg.adam_b2,
+                             cfg.adam_eps, cfg.max_grad_norm)
