@@ -53,6 +53,21 @@ class NspHead(nn.Module):
         return (pooled @ kernel.astype(self.dtype)).astype(jnp.float32) + bias
 
 
+def _encode_and_predict(module, input_ids, token_type_ids, attention_mask, positions,
+                        deterministic):
+    """The encoder ("bert") and MLM head ("predictions") inside `module`'s compact call.
+
+    Returns (mlm_logits (B, P, V), pooled_output (B, H)).
+    """
+    bert = BertModel(module.config, module.dtype, name="bert")
+    sequence_output, pooled = bert(input_ids, token_type_ids, attention_mask, deterministic)
+    if positions is not None:
+        sequence_output = gather_positions(sequence_output, positions)
+    mlm_logits = MlmHead(module.config, module.dtype, name="predictions")(
+        sequence_output, word_embeddings(bert))
+    return mlm_logits, pooled
+
+
 class BertForPreTraining(nn.Module):
     """BERT with its two pretraining heads.
 
@@ -67,12 +82,8 @@ class BertForPreTraining(nn.Module):
     @nn.compact
     def __call__(self, input_ids, token_type_ids=None, attention_mask=None,
                  masked_lm_positions=None, deterministic: bool = True):
-        bert = BertModel(self.config, self.dtype, name="bert")
-        sequence_output, pooled = bert(input_ids, token_type_ids, attention_mask, deterministic)
-        if masked_lm_positions is not None:
-            sequence_output = gather_positions(sequence_output, masked_lm_positions)
-        mlm_logits = MlmHead(self.config, self.dtype, name="predictions")(
-            sequence_output, word_embeddings(bert))
+        mlm_logits, pooled = _encode_and_predict(self, input_ids, token_type_ids, attention_mask,
+                                                 masked_lm_positions, deterministic)
         nsp_logits = NspHead(self.config, self.dtype, name="seq_relationship")(pooled)
         return mlm_logits, nsp_logits
 
@@ -89,12 +100,9 @@ class BertForMaskedLM(nn.Module):
     @nn.compact
     def __call__(self, input_ids, token_type_ids=None, attention_mask=None,
                  masked_lm_positions=None, deterministic: bool = True):
-        bert = BertModel(self.config, self.dtype, name="bert")
-        sequence_output, _ = bert(input_ids, token_type_ids, attention_mask, deterministic)
-        if masked_lm_positions is not None:
-            sequence_output = gather_positions(sequence_output, masked_lm_positions)
-        return MlmHead(self.config, self.dtype, name="predictions")(
-            sequence_output, word_embeddings(bert))
+        mlm_logits, _ = _encode_and_predict(self, input_ids, token_type_ids, attention_mask,
+                                            masked_lm_positions, deterministic)
+        return mlm_logits
 
 
 class BertForSequenceClassification(nn.Module):

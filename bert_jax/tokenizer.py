@@ -73,6 +73,9 @@ def train_tokenizer(files: Union[str, list[str]], vocab_size: int, out_dir: str,
     tokenizer_config.json (so transformers can load `out_dir` too) into `out_dir`.
 
     lowercase=True is BERT uncased (lowercase + strip accents); False keeps case and accents.
+    Not bit-reproducible: the `tokenizers` trainer breaks frequency ties in hash-map order, so
+    two trainings can differ in a few tokens and ids. Runs therefore save their vocabulary
+    (pretraining: WORKDIR/vocab, reused on resume); pass it back to repeat a run exactly.
     """
     if not isinstance(vocab_size, int) or vocab_size <= len(SPECIAL_TOKENS):
         raise BertJaxError(f"vocab_size: expected an integer > {len(SPECIAL_TOKENS)}, got "

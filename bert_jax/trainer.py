@@ -45,7 +45,8 @@ def pretrain(cfg: PretrainConfig, workdir: str) -> dict[str, float]:
     state = _init_state(model, tx, cfg, mesh)
     checkpointer = checkpoint.Checkpointer(workdir, cfg.keep_checkpoints, cfg.checkpoint_every)
     state = _restore(checkpointer, state, cfg, mesh)
-    log.info("model %s\n%s", json.dumps(config.to_dict(), sort_keys=True),
+    log.info("run %s\nmodel %s\n%s", json.dumps(dataclasses.asdict(cfg), sort_keys=True),
+             json.dumps(config.to_dict(), sort_keys=True),
              parameter_table(jax.device_get(state.params)))
 
     spec = masking.MaskingSpec.from_tokenizer(tok, cfg.max_predictions_per_seq,

@@ -102,3 +102,15 @@ def test_step_is_a_pure_function_of_state_batch_key():
     assert jax.tree.all(jax.tree.map(np.array_equal, a.params, b.params))
     assert not jax.tree.all(jax.tree.map(np.array_equal, a.params, c.params))
     assert isinstance(optax.tree.norm(a.params), jax.Array)
+
+
+def test_lamb_option_takes_a_layerwise_trust_ratio_step():
+    cfg = PretrainConfig(optimizer="lamb", learning_rate=0.1, warmup_steps=0, steps=10,
+                         weight_decay=0.0)
+    tx = optim.make_optimizer(cfg)
+    p = {"w": jnp.full((2, 2), 2.0), "b": jnp.full((2,), 0.5)}
+    g = {"w": jnp.full((2, 2), 1e-3), "b": jnp.full((2,), 1e-3)}
+    updates, _ = tx.update(g, tx.init(p), p)
+    # LAMB scales each layer's Adam step (≈ −1 per entry here) by ‖p‖ / ‖step‖, times the lr
+    np.testing.assert_allclose(updates["w"], -0.1 * 2.0, rtol=1e-3)
+    np.testing.assert_allclose(updates["b"], -0.1 * 0.5, rtol=1e-3)
