@@ -13,7 +13,6 @@ import csv
 import json
 import time
 
-import numpy as np
 import torch
 import transformers
 

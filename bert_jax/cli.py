@@ -40,22 +40,31 @@ def _parity(args) -> None:
         print(f"  {name:<30} {kind:>9}  {value:.3g}")
 
 
-def _pretrain(args) -> int:
+def _run_job(command: str, job):
+    """(job(), None) with INFO logs printed above the progress bar; (None, 128 + signum) when
+    SIGTERM / SIGINT stopped it after saving a checkpoint."""
     from tqdm.contrib.logging import logging_redirect_tqdm
 
+    from bert_jax import loop
+    logging.getLogger("bert_jax").setLevel(logging.INFO)
+    try:
+        with logging_redirect_tqdm():
+            return job(), None
+    except loop.Interrupted as e:
+        print(f"bert-jax {command}: {e}", file=sys.stderr)
+        return None, 128 + e.signum
+
+
+def _pretrain(args) -> int:
     from bert_jax import sharding, train_config, trainer
     sharding.initialize_distributed(args.coordinator_address, args.num_processes,
                                     args.process_id, args.initialization_timeout)
     cfg = train_config.load_config(args.config, args.overrides)
     name = os.path.splitext(os.path.basename(args.config))[0].removeprefix("pretrain_")
     workdir = args.workdir or os.path.join("runs", name)
-    logging.getLogger("bert_jax").setLevel(logging.INFO)
-    try:
-        with logging_redirect_tqdm():
-            final = trainer.pretrain(cfg, workdir)
-    except trainer.Interrupted as e:
-        print(f"bert-jax pretrain: {e}", file=sys.stderr)
-        return 128 + e.signum
+    final, code = _run_job("pretrain", lambda: trainer.pretrain(cfg, workdir))
+    if code:
+        return code
     if final:
         print(f"done: {cfg.steps} steps in {workdir}; held-out MLM accuracy "
               f"{final['mlm_accuracy']:.4f}, NSP accuracy {final['nsp_accuracy']:.4f}, "
@@ -65,9 +74,7 @@ def _pretrain(args) -> int:
 
 
 def _finetune(args) -> int:
-    from tqdm.contrib.logging import logging_redirect_tqdm
-
-    from bert_jax import finetune_config, finetuner, loop, sharding
+    from bert_jax import finetune_config, finetuner, sharding
     sharding.initialize_distributed()  # Slurm / TPU pods; a plain run does nothing
     if args.dataset and len(args.dataset) > 2:
         raise BertJaxError(f"--dataset: expected NAME [CONFIG], got {' '.join(args.dataset)}")
@@ -80,13 +87,9 @@ def _finetune(args) -> int:
         epochs=args.epochs, batch_size=args.batch_size, learning_rate=args.learning_rate,
         max_seq_length=args.max_seq_length, seed=args.seed, dtype=args.dtype)
     workdir = args.workdir or os.path.join("runs", "finetune")
-    logging.getLogger("bert_jax").setLevel(logging.INFO)
-    try:
-        with logging_redirect_tqdm():
-            result = finetuner.finetune(cfg, workdir)
-    except loop.Interrupted as e:
-        print(f"bert-jax finetune: {e}", file=sys.stderr)
-        return 128 + e.signum
+    result, code = _run_job("finetune", lambda: finetuner.finetune(cfg, workdir))
+    if code:
+        return code
     for split in ("validation", "test"):
         if split in result:
             r = result[split]

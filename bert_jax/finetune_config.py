@@ -66,24 +66,13 @@ def validate(cfg: FinetuneConfig) -> FinetuneConfig:
     if not cfg.dataset and not cfg.validation_file:
         raise BertJaxError("config.validation_file: give --validation FILE: the best epoch is "
                            "chosen on it")
-    for name in ("max_seq_length", "epochs", "batch_size", "eval_batch_size", "log_every",
-                 "checkpoint_every", "keep_checkpoints"):
-        if getattr(cfg, name) < 1:
-            raise BertJaxError(f"config.{name}: expected an integer ≥ 1, got {getattr(cfg, name)}")
-    if cfg.seed < 0:
-        raise BertJaxError(f"config.seed: expected an integer ≥ 0, got {cfg.seed}")
-    for name, choices in (("dtype", ("float32", "bfloat16")), ("optimizer", ("adamw", "lamb")),
-                          ("best_metric", METRICS)):
-        if getattr(cfg, name) not in choices:
-            raise BertJaxError(f"config.{name}: expected one of {', '.join(choices)}, got "
-                               f"{getattr(cfg, name)!r}")
-    if not 0.0 <= cfg.warmup_ratio < 1.0:
-        raise BertJaxError(f"config.warmup_ratio: expected a value in [0, 1), got "
-                           f"{cfg.warmup_ratio}")
-    for name in ("learning_rate", "adam_eps", "max_grad_norm"):
-        if getattr(cfg, name) <= 0:
-            raise BertJaxError(f"config.{name}: expected a positive number, got "
-                               f"{getattr(cfg, name)}")
+    train_config.check_fields(
+        cfg, at_least_one=("max_seq_length", "epochs", "batch_size", "eval_batch_size",
+                           "log_every", "checkpoint_every", "keep_checkpoints"),
+        non_negative=("seed",),
+        choices={"dtype": ("float32", "bfloat16"), "optimizer": ("adamw", "lamb"),
+                 "best_metric": METRICS},
+        fractions=("warmup_ratio",), positive=("learning_rate", "adam_eps", "max_grad_norm"))
     return cfg
 
 

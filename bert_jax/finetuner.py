@@ -37,7 +37,7 @@ def finetune(cfg: FinetuneConfig, workdir: str) -> dict:
     for name in ("batch_size", "eval_batch_size"):
         sharding.check_batch_size(getattr(cfg, name), name=name)
     os.makedirs(workdir, exist_ok=True)
-    config, _ = pretrained.load_pretrained(cfg.init)
+    config, init_params = pretrained.load_pretrained(cfg.init)  # read once, used twice
     vocab_dir = vocab_dir_of(cfg.init)
     tok = tokenizer.load(vocab_dir)
     if cfg.max_seq_length > config.max_position_embeddings:
@@ -59,7 +59,8 @@ def finetune(cfg: FinetuneConfig, workdir: str) -> dict:
     settings = optimizer_settings(cfg, total)
     mesh = sharding.make_mesh()
     model = BertForSequenceClassification(config, jnp.dtype(cfg.dtype))
-    state = _init_state(model, optim.make_optimizer(settings), cfg, mesh)
+    state = _init_state(model, optim.make_optimizer(settings), cfg, mesh, init_params)
+    del init_params
     checkpointer = Checkpointer(workdir, cfg.keep_checkpoints, cfg.checkpoint_every)
     if checkpointer.latest_step() is not None:
         log.info("resuming from %s/%d", checkpointer.directory, checkpointer.latest_step())
@@ -161,11 +162,11 @@ def vocab_dir_of(path: str) -> str:
     return inner if os.path.isdir(inner) else path
 
 
-def _init_state(model, tx, cfg, mesh):
+def _init_state(model, tx, cfg, mesh, init_params):
     """A fresh classifier (seeded by cfg.seed) on the encoder (and any heads) of cfg.init."""
     ids = jnp.zeros((1, cfg.max_seq_length), jnp.int32)
     fresh = jax.jit(lambda k: model.init(k, ids)["params"])(jax.random.key(cfg.seed))
-    params = pretrained.init_from(cfg.init, jax.device_get(fresh))
+    params = pretrained.merge_params(init_params, jax.device_get(fresh), cfg.init)
     params = jax.device_put(params, sharding.replicated(mesh))
     return jax.jit(lambda p: train_step.TrainState.create(apply_fn=model.apply, params=p, tx=tx),
                    out_shardings=sharding.replicated(mesh))(params)

@@ -86,13 +86,17 @@ def architecture_of(params) -> str:
 
 
 def init_from(path: str, fresh: dict) -> dict:
-    """`fresh` params with every group `path` has replaced by its weights, shapes checked.
+    """`fresh` params with every group the model at `path` has replaced by its weights."""
+    return merge_params(load_pretrained(path)[1], fresh, path)
+
+
+def merge_params(loaded: dict, fresh: dict, path: str) -> dict:
+    """`fresh` params with every group of `loaded` (read from `path`) swapped in, shapes checked.
 
     Groups the checkpoint lacks (say, pretraining heads on a released encoder) keep their fresh
     init; groups only the checkpoint has (say, a classifier) are left out. Both are logged.
     """
     from flax import traverse_util
-    _, loaded = load_pretrained(path)
     merged = {}
     for group, params in fresh.items():
         if group not in loaded:

@@ -73,27 +73,34 @@ _CHOICES = {"dtype": ("float32", "bfloat16"), "optimizer": ("adamw", "lamb"),
             "documents": ("file", "blank_line")}
 
 
+def check_fields(cfg, *, at_least_one=(), non_negative=(), choices=None, fractions=(),
+                 positive=()) -> None:
+    """The range checks every run config shares, each refusal naming its field."""
+    value = lambda name: getattr(cfg, name)  # noqa: E731
+    for name in at_least_one:
+        if value(name) < 1:
+            raise BertJaxError(f"config.{name}: expected an integer ≥ 1, got {value(name)}")
+    for name in non_negative:
+        if value(name) < 0:
+            raise BertJaxError(f"config.{name}: expected an integer ≥ 0, got {value(name)}")
+    for name, allowed in (choices or {}).items():
+        if value(name) not in allowed:
+            raise BertJaxError(f"config.{name}: expected one of {', '.join(allowed)}, got "
+                               f"{value(name)!r}")
+    for name in fractions:
+        if not 0.0 <= value(name) < 1.0:
+            raise BertJaxError(f"config.{name}: expected a value in [0, 1), got {value(name)}")
+    for name in positive:
+        if value(name) <= 0:
+            raise BertJaxError(f"config.{name}: expected a positive number, got {value(name)}")
+
+
 def validate(cfg: PretrainConfig) -> PretrainConfig:
     """Refuse impossible values, naming the field."""
-    for name in _POSITIVE:
-        if getattr(cfg, name) < 1:
-            raise BertJaxError(f"config.{name}: expected an integer ≥ 1, got {getattr(cfg, name)}")
-    for name in _NON_NEGATIVE:
-        if getattr(cfg, name) < 0:
-            raise BertJaxError(f"config.{name}: expected an integer ≥ 0, got {getattr(cfg, name)}")
-    for name, choices in _CHOICES.items():
-        if getattr(cfg, name) not in choices:
-            raise BertJaxError(f"config.{name}: expected one of {', '.join(choices)}, got "
-                               f"{getattr(cfg, name)!r}")
-    for name in ("masked_lm_prob", "short_seq_prob", "eval_fraction") + (
-            ("dropout",) if cfg.dropout is not None else ()):
-        if not 0.0 <= getattr(cfg, name) < 1.0:
-            raise BertJaxError(f"config.{name}: expected a value in [0, 1), got "
-                               f"{getattr(cfg, name)}")
-    for name in ("learning_rate", "adam_eps", "max_grad_norm"):
-        if getattr(cfg, name) <= 0:
-            raise BertJaxError(f"config.{name}: expected a positive number, got "
-                               f"{getattr(cfg, name)}")
+    check_fields(cfg, at_least_one=_POSITIVE, non_negative=_NON_NEGATIVE, choices=_CHOICES,
+                 fractions=("masked_lm_prob", "short_seq_prob", "eval_fraction")
+                 + (("dropout",) if cfg.dropout is not None else ()),
+                 positive=("learning_rate", "adam_eps", "max_grad_norm"))
     if cfg.warmup_steps > cfg.steps:
         raise BertJaxError(f"config.warmup_steps: {cfg.warmup_steps} is more than config.steps "
                            f"({cfg.steps})")

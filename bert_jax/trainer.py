@@ -8,6 +8,7 @@ directory) at the end. Running the same command again resumes from the latest ch
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import os
@@ -18,7 +19,6 @@ import numpy as np
 
 from bert_jax import (batches, checkpoint, losses, loop, masking, optim, pretrained, sharding,
                       tokenizer, train_step)
-from bert_jax.loop import Interrupted  # noqa: F401  (re-exported: cli catches trainer.Interrupted)
 from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
 from bert_jax.heads import BertForPreTraining
@@ -98,15 +98,14 @@ def _evaluate(eval_fn, state, heldout, cfg, mesh, key, writer) -> dict[str, floa
         return {}
     eval_key = jax.random.fold_in(key, -1 % 2**31)  # a stream the train steps never use
     pc, pi = jax.process_count(), jax.process_index()
-    total = None
-    for i in range(n):
-        rows = slice(i * cfg.batch_size, (i + 1) * cfg.batch_size)
+    local = cfg.batch_size // pc
+    per_batch = []
+    for i in range(n):  # dispatched back to back; fetched once below
+        rows = slice(i * cfg.batch_size + pi * local, i * cfg.batch_size + (pi + 1) * local)
         host = {k: v[rows] for k, v in heldout.items()}
-        local = cfg.batch_size // pc
-        host = {k: v[pi * local:(pi + 1) * local] for k, v in host.items()}
-        m = sharding.fetch(eval_fn(state, sharding.global_batch(host, mesh),
-                                   jax.random.fold_in(eval_key, i)))
-        total = m if total is None else losses.add(total, m)
+        per_batch.append(eval_fn(state, sharding.global_batch(host, mesh),
+                                 jax.random.fold_in(eval_key, i)))
+    total = functools.reduce(losses.add, sharding.fetch(per_batch))
     values = losses.means(total)
     values["loss"] = values["mlm_loss"] + values["nsp_loss"]
     values["mlm_perplexity"] = float(np.exp(values["mlm_loss"]))

@@ -6,11 +6,10 @@ import jax
 import numpy as np
 import pytest
 from conftest import make_hf_model
-from safetensors.numpy import load_file, save_file
+from safetensors.numpy import load_file
 
 from bert_jax import parity
 from bert_jax.convert import load_hf, read_state_dict, save_hf
-from bert_jax.errors import BertJaxError
 from bert_jax.heads import BertForPreTraining
 from bert_jax.pretrained import load_pretrained, save_model_dir
 
