@@ -8,6 +8,7 @@ this run's latest checkpoint > `init_from` > scratch.
 from __future__ import annotations
 
 import os
+import re
 
 import jax
 import orbax.checkpoint as ocp
@@ -26,6 +27,7 @@ class Checkpointer:
     """CheckpointManager over WORKDIR/checkpoints for TrainState-like pytrees."""
 
     def __init__(self, workdir: str, keep: int, every: int):
+        self.failed = False
         self.directory = os.path.abspath(os.path.join(workdir, CHECKPOINTS))
         options = ocp.CheckpointManagerOptions(
             max_to_keep=keep, save_interval_steps=every, create=True,
@@ -36,8 +38,15 @@ class Checkpointer:
         return self.manager.latest_step()
 
     def save(self, step: int, state, force: bool = False) -> bool:
-        """Save if `step` is due (or `force`); returns whether a save started."""
-        return self.manager.save(step, args=ocp.args.StandardSave(state_tree(state)), force=force)
+        """Save if `step` is due (or `force`); returns whether a save started.
+
+        Raises BertJaxError when this or an earlier (async) save failed, e.g. a full disk.
+        """
+        try:
+            return self.manager.save(step, args=ocp.args.StandardSave(state_tree(state)),
+                                     force=force)
+        except Exception as e:  # noqa: BLE001 - orbax/tensorstore raise ValueError, OSError, …
+            raise self._failed(e) from e
 
     def restore(self, step: int, state):
         """The checkpoint at `step`, shaped and sharded like `state`."""
@@ -52,11 +61,45 @@ class Checkpointer:
                              opt_state=tree["opt_state"])
 
     def wait(self) -> None:
-        self.manager.wait_until_finished()
+        try:
+            self.manager.wait_until_finished()
+        except Exception as e:  # noqa: BLE001
+            raise self._failed(e) from e
+
+    def _failed(self, error: Exception) -> BertJaxError:
+        """One line: why the save failed and which complete checkpoint a rerun resumes from.
+
+        The half-written step stays in a temporary directory that is never restored and is
+        deleted on the next start.
+        """
+        self.failed = True
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        cause = re.search(r"Failed[^:]*: (\w[^[\]]*?) \[os_error_code", reason)
+        reason = cause.group(1) if cause else reason[:200]
+        latest = self.manager.latest_step()
+        kept = (f"the last complete checkpoint, step {latest}, is intact and the same command "
+                f"resumes from it" if latest is not None else "no complete checkpoint was kept")
+        return BertJaxError(f"{self.directory}: saving a checkpoint failed ({reason}); {kept}")
 
     def close(self) -> None:
-        self.manager.wait_until_finished()
-        self.manager.close()
+        """Finish pending saves and release the manager (quietly after a failed save, so the
+        first error is the one reported)."""
+        try:
+            self.manager.wait_until_finished()
+        except Exception as e:  # noqa: BLE001
+            if not self.failed:
+                raise self._failed(e) from e
+        finally:
+            self.manager.close()
+
+
+def latest_complete_step(workdir: str):
+    """The newest committed checkpoint step of a workdir, or None; read from the directory
+    names alone (a half-written save is still named `N.orbax-checkpoint-tmp`)."""
+    directory = os.path.join(workdir, CHECKPOINTS)
+    steps = [int(n) for n in os.listdir(directory) if n.isdigit()] if os.path.isdir(
+        directory) else []
+    return max(steps, default=None)
 
 
 def latest_params(workdir: str):

@@ -30,24 +30,28 @@ def read_table(path: str) -> datasets.Dataset:
         raise BertJaxError(f"{path}: file not found")
     ext = os.path.splitext(path)[1].lower()
     if ext == ".txt":
-        with open(path, encoding="utf-8") as f:
-            lines = [line.rstrip("\n") for line in f if line.strip()]
+        lines = [line for line in tokenizer.read_utf8(path).split("\n") if line.strip()]
         table = datasets.Dataset.from_dict({"text": lines})
     elif ext in _BUILDERS:
         builder, options = _BUILDERS[ext]
         if os.path.getsize(path) == 0:
             raise BertJaxError(f"{path}: empty file")
+        if ext != ".parquet":
+            tokenizer.read_utf8(path)  # pandas' decode error names no file and no offset
         quiet = datasets.utils.are_progress_bars_disabled()
+        verbosity = datasets.logging.get_verbosity()
         datasets.disable_progress_bars()  # one small local file: no "Generating split" bars
+        datasets.logging.set_verbosity(logging.CRITICAL)  # its parse errors come back below
         try:
             table = datasets.load_dataset(builder, data_files={"rows": path}, split="rows",
                                           **options)
         except Exception as e:  # pandas / arrow parse errors of many kinds
             if "corresponds to no data" in str(e):  # a header and no rows
                 raise BertJaxError(f"{path}: no rows") from None
-            reason = str(e).splitlines()[0] if str(e) else type(e).__name__
-            raise BertJaxError(f"{path}: could not read as {ext[1:]} ({reason})") from None
+            raise BertJaxError(f"{path}: could not read as {ext[1:]} ({_root_cause(e)})"
+                               ) from None
         finally:
+            datasets.logging.set_verbosity(verbosity)
             if not quiet:
                 datasets.enable_progress_bars()
     else:
@@ -56,6 +60,15 @@ def read_table(path: str) -> datasets.Dataset:
     if len(table) == 0:
         raise BertJaxError(f"{path}: no rows")
     return table
+
+
+def _root_cause(error: BaseException) -> str:
+    """First line of the innermost exception: `datasets` wraps the parser's own message (the
+    line and field counts) in a generic "An error occurred while generating the dataset"."""
+    while error.__cause__ or error.__context__:
+        error = error.__cause__ or error.__context__
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
 
 
 def load_splits(dataset: str = "", dataset_config: str = "", files: Optional[dict] = None
@@ -177,5 +190,4 @@ def prepare(splits: dict, tok, text_column: str, pair_column: str, label_column:
         arrays = encode(tok, table, text_column, pair_column, max_length, where)
         arrays["labels"] = label_ids(table, label_column, names, where)
         out[split] = arrays
-        log.info("%s: %d rows", where, len(table))
     return names, out

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
+import shutil
 import sys
 
 from bert_jax.errors import BertJaxError
@@ -13,7 +15,11 @@ from bert_jax.errors import BertJaxError
 def _convert(args) -> None:
     import jax
 
-    from bert_jax import convert, pretrained
+    from bert_jax import convert, fileio, pretrained
+    fileio.check_writable_dir(args.dst, args.overwrite)  # before the conversion, not after it
+    src, dst = os.path.realpath(args.src), os.path.realpath(args.dst)
+    if dst == src or src.startswith(dst + os.sep):  # replacing dst would delete the source
+        raise BertJaxError(f"{args.dst}: the destination is the source directory (or holds it)")
     if args.to == "flax":
         if pretrained.is_model_dir(args.src):
             raise BertJaxError(f"{args.src}: already a bert_jax model directory (use --to hf)")
@@ -32,12 +38,42 @@ def _convert(args) -> None:
 
 def _parity(args) -> None:
     from bert_jax import parity
+    from bert_jax.config import BertConfig
+    _at_least("--batch-size", args.batch_size, 1)
+    _at_least("--seq-len", args.seq_len, 2)
+    config_json = os.path.join(args.hf_dir, "config.json")
+    if os.path.isfile(config_json):  # before torch and the model are loaded
+        positions = BertConfig.from_json_file(config_json).max_position_embeddings
+        if args.seq_len > positions:
+            raise BertJaxError(f"--seq-len: {args.seq_len} is more than the model's "
+                               f"max_position_embeddings ({positions})")
     report = parity.compare(args.hf_dir, args.dtype, args.batch_size, args.seq_len, args.seed)
     print(f"ours ({args.dtype}) vs transformers (float32) on {args.batch_size}×{args.seq_len} "
           f"tokens with padding and two segments:")
     for name, value in report.items():
         kind = "agreement" if name.endswith("agreement") else "max |Δ|"
         print(f"  {name:<30} {kind:>9}  {value:.3g}")
+
+
+def _at_least(flag: str, value: int, minimum: int) -> None:
+    if value < minimum:
+        raise BertJaxError(f"{flag}: expected an integer ≥ {minimum}, got {value}")
+
+
+@contextlib.contextmanager
+def _removed_on_bad_input(workdir: str):
+    """A workdir this command creates is removed again if bad input stops the job before its
+    first checkpoint: a refused run leaves nothing half-written behind."""
+    new = not os.path.exists(workdir)
+    try:
+        yield
+    except (BertJaxError, OSError):
+        from bert_jax.checkpoint import latest_complete_step
+        if new and os.path.isdir(workdir) and latest_complete_step(workdir) is None:
+            import jax
+            if jax.process_index() == 0:
+                shutil.rmtree(workdir, ignore_errors=True)
+        raise
 
 
 def _run_job(command: str, job):
@@ -62,7 +98,8 @@ def _pretrain(args) -> int:
     cfg = train_config.load_config(args.config, args.overrides)
     name = os.path.splitext(os.path.basename(args.config))[0].removeprefix("pretrain_")
     workdir = args.workdir or os.path.join("runs", name)
-    final, code = _run_job("pretrain", lambda: trainer.pretrain(cfg, workdir))
+    with _removed_on_bad_input(workdir):
+        final, code = _run_job("pretrain", lambda: trainer.pretrain(cfg, workdir))
     if code:
         return code
     if final:
@@ -87,7 +124,8 @@ def _finetune(args) -> int:
         epochs=args.epochs, batch_size=args.batch_size, learning_rate=args.learning_rate,
         max_seq_length=args.max_seq_length, seed=args.seed, dtype=args.dtype)
     workdir = args.workdir or os.path.join("runs", "finetune")
-    result, code = _run_job("finetune", lambda: finetuner.finetune(cfg, workdir))
+    with _removed_on_bad_input(workdir):
+        result, code = _run_job("finetune", lambda: finetuner.finetune(cfg, workdir))
     if code:
         return code
     for split in ("validation", "test"):
@@ -109,21 +147,35 @@ def _read_texts(path: str, text_column: str, pair_column: str):
     return table, texts, data.texts_of(table, pair_column, path) if pair_column else None
 
 
-def _predict(args) -> None:
+def _fit_length(args, config, tok, texts, pairs) -> int:
     from bert_jax import inference
-    config, params, tok = inference.load(args.model)
+    length, warnings = inference.fit_length(config, tok, texts, pairs, args.max_seq_length,
+                                            args.batch_size)
+    for message in warnings:
+        print(f"bert-jax {args.command}: warning: {message}", file=sys.stderr)
+    return length
+
+
+def _predict(args) -> None:
+    from bert_jax import fileio, inference
+    fileio.check_output_file(args.output, _FRAME_TYPES, args.input)
+    config, params, tok = inference.load(args.model, head="classifier")
     table, texts, pairs = _read_texts(args.input, args.text_column, args.text_pair_column)
-    probs = inference.predict_proba(config, params, tok, texts, pairs, args.max_seq_length,
-                                    args.batch_size)
+    length = _fit_length(args, config, tok, texts, pairs)
+    probs = inference.predict_proba(config, params, tok, texts, pairs, length, args.batch_size)
     frame = table.to_pandas()
     frame["predicted_label"] = [config.id2label[i] for i in probs.argmax(-1)]
     frame["probability"] = probs.max(-1)
     for i, label in enumerate(config.id2label):
         frame[f"probability_{label}"] = probs[:, i]
-    _write_frame(frame, args.output)
+    with fileio.atomic_file(args.output) as tmp:
+        _write_frame(frame, tmp)
     counts = frame["predicted_label"].value_counts().to_dict()
     print(f"wrote {len(frame)} predictions to {args.output}: "
           + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+
+
+_FRAME_TYPES = (".csv", ".tsv", ".json", ".jsonl", ".parquet")
 
 
 def _write_frame(frame, path: str) -> None:
@@ -143,9 +195,13 @@ def _write_frame(frame, path: str) -> None:
 
 def _fill_mask(args) -> None:
     from bert_jax import inference
-    config, params, tok = inference.load(args.model)
-    for i, candidates in enumerate(inference.fill_mask(config, params, tok, args.text,
-                                                       args.top_k)):
+    config, params, tok = inference.load(args.model, head="predictions")
+    candidates_per_mask = inference.fill_mask(config, params, tok, args.text, args.top_k)
+    _, warnings = inference.fit_length(config, tok, [args.text], None,
+                                       config.max_position_embeddings)
+    for message in warnings:
+        print(f"bert-jax fill-mask: warning: {message}", file=sys.stderr)
+    for i, candidates in enumerate(candidates_per_mask):
         print(f"[MASK] {i + 1}:" if i or args.text.count("[MASK]") > 1 else "[MASK]:")
         for token, p in candidates:
             print(f"  {token:<20} {p:.4f}")
@@ -154,14 +210,15 @@ def _fill_mask(args) -> None:
 def _embed(args) -> None:
     import numpy as np
 
-    from bert_jax import inference
-    if not args.output.endswith(".npy"):
-        raise BertJaxError(f"--output {args.output}: expected a .npy file")
+    from bert_jax import fileio, inference
+    fileio.check_output_file(args.output, (".npy",), args.input)
     config, params, tok = inference.load(args.model)
     _, texts, _ = _read_texts(args.input, args.text_column, "")
-    vectors = inference.embed(config, params, tok, texts, args.pooling, args.max_seq_length,
+    length = _fit_length(args, config, tok, texts, None)
+    vectors = inference.embed(config, params, tok, texts, args.pooling, length,
                               args.batch_size, args.normalize)
-    np.save(args.output, vectors)
+    with fileio.atomic_file(args.output) as tmp:
+        np.save(tmp, vectors)
     print(f"wrote {vectors.shape[0]} × {vectors.shape[1]} {args.pooling}-pooled embeddings to "
           f"{args.output}")
 
@@ -174,8 +231,16 @@ def _tokenizer(args) -> None:
           f"({'cased' if args.cased else 'uncased'}) to {args.out}: vocab.txt, tokenizer.json")
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors in one line too (argparse prints the whole usage first); subcommand
+    parsers inherit this class."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="bert-jax", description=__doc__)
+    parser = _Parser(prog="bert-jax", description=__doc__)
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -267,10 +332,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _quiet_background_errors() -> None:
+    """Orbax's writer threads log a failed save's traceback, and tensorstore callbacks racing a
+    closed event loop print one; the same failure reaches the foreground, which reports it in
+    one line. Without --debug, keep those background tracebacks (not warnings) off stderr."""
+    logging.getLogger("absl").addFilter(_below_error)  # adding it again is a no-op
+    sys.unraisablehook = _log_unraisable
+
+
+def _below_error(record: logging.LogRecord) -> bool:
+    return record.levelno < logging.ERROR
+
+
+def _log_unraisable(unraisable) -> None:
+    logging.getLogger("bert_jax").debug("ignored in a background thread: %r",
+                                        unraisable.exc_value)
+
+
 def main(argv=None) -> int:
     from bert_jax.train_config import split_overrides
     argv, overrides = split_overrides(sys.argv[1:] if argv is None else argv)
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as e:  # a usage error, already printed in one line, or --help
+        return e.code
     args.overrides = overrides
     if overrides and args.command not in ("pretrain", "finetune"):
         print(f"bert-jax {args.command}: error: --config.{overrides[0]} is only for pretrain "
@@ -279,6 +364,8 @@ def main(argv=None) -> int:
         return 2
     logging.basicConfig(level=logging.INFO if args.debug else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
+    if not args.debug:
+        _quiet_background_errors()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
         code = args.run(args)
@@ -290,6 +377,13 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print(f"bert-jax {args.command}: interrupted", file=sys.stderr)
         return 130
+    except Exception as e:  # a bug, or bad input nothing checked yet: still one line
+        if args.debug:
+            raise
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        print(f"bert-jax {args.command}: error: unexpected {type(e).__name__}: {first} (run "
+              f"with --debug for the traceback)", file=sys.stderr)
+        return 1
     return code or 0
 
 

@@ -103,7 +103,7 @@ def expected_shapes(config: BertConfig, groups) -> dict[tuple, tuple]:
 def read_state_dict(directory: str) -> dict[str, np.ndarray]:
     """The checkpoint's tensors as numpy; floating tensors upcast to float32 (our param dtype)."""
     if not os.path.isdir(directory):
-        raise BertJaxError(f"{directory}: no such directory")
+        raise BertJaxError(f"{directory}: {missing_dir_reason(directory)}")
     path = os.path.join(directory, SAFETENSORS)
     index = os.path.join(directory, SAFETENSORS_INDEX)
     if os.path.isfile(path):
@@ -119,6 +119,11 @@ def read_state_dict(directory: str) -> dict[str, np.ndarray]:
                            f"{SAFETENSORS_INDEX} or {TORCH_BIN})")
     return {k: v.astype(np.float32) if np.issubdtype(v.dtype, np.floating) or v.dtype.name ==
             "bfloat16" else v for k, v in tensors.items()}
+
+
+def missing_dir_reason(path: str) -> str:
+    return "not a directory (expected a model directory)" if os.path.exists(path) else \
+        "no such directory"
 
 
 def _read_json(path):
@@ -162,7 +167,7 @@ def load_hf(path: str) -> tuple[BertConfig, dict]:
     A BertForMaskedLM checkpoint has no pooler; ours gets a freshly initialised one (logged).
     """
     if not os.path.isdir(path):
-        raise BertJaxError(f"{path}: no such directory")
+        raise BertJaxError(f"{path}: {missing_dir_reason(path)}")
     config = BertConfig.from_json_file(os.path.join(path, "config.json"))
     state = read_state_dict(path)
     weights = os.path.join(path, "<weights>")

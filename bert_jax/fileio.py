@@ -1,4 +1,4 @@
-"""Atomic directory writes: a reader sees the old directory or the complete new one, never half."""
+"""Atomic writes: a reader sees the old directory (or file) or the complete new one, never half."""
 
 from __future__ import annotations
 
@@ -42,3 +42,33 @@ def atomic_directory(path: str, overwrite: bool = False):
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def check_output_file(path: str, extensions, source: str = "") -> None:
+    """Refuse an output file before any work: a known type, in an existing directory, and not
+    the input file `source`."""
+    ext = os.path.splitext(path)[1].lower()
+    if ext not in extensions:
+        raise BertJaxError(f"{path}: unknown output type {ext or '(none)'}; expected "
+                           f"{', '.join(extensions)}")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise BertJaxError(f"{path}: directory {parent} does not exist")
+    if os.path.isdir(path):
+        raise BertJaxError(f"{path}: is a directory")
+    if source and os.path.exists(path) and os.path.samefile(path, source):
+        raise BertJaxError(f"{path}: --output would overwrite --input")
+
+
+@contextlib.contextmanager
+def atomic_file(path: str):
+    """Yield a temporary sibling with the same extension (np.save and pandas go by it); on
+    success it replaces `path` in one rename, on any error it is removed."""
+    base, ext = os.path.splitext(os.path.abspath(path))
+    tmp = os.path.join(os.path.dirname(base), f".{os.path.basename(base)}.tmp-{os.getpid()}{ext}")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)

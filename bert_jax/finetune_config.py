@@ -45,6 +45,7 @@ class FinetuneConfig:
     adam_b2: float = 0.999
     adam_eps: float = 1e-6
     max_grad_norm: float = 1.0
+    on_nonfinite: str = "stop"  # a NaN/Inf loss or gradient skips its update, then: stop | skip
     seed: int = 0  # seeds the classifier init, dropout and the batch order
     best_metric: str = "mcc"  # validation metric that picks the kept epoch
     # bookkeeping
@@ -71,7 +72,7 @@ def validate(cfg: FinetuneConfig) -> FinetuneConfig:
                            "log_every", "checkpoint_every", "keep_checkpoints"),
         non_negative=("seed",),
         choices={"dtype": ("float32", "bfloat16"), "optimizer": ("adamw", "lamb"),
-                 "best_metric": METRICS},
+                 "best_metric": METRICS, "on_nonfinite": train_config.NONFINITE_POLICIES},
         fractions=("warmup_ratio",), positive=("learning_rate", "adam_eps", "max_grad_norm"))
     return cfg
 

@@ -40,6 +40,7 @@ def finetune(cfg: FinetuneConfig, workdir: str) -> dict:
     config, init_params = pretrained.load_pretrained(cfg.init)  # read once, used twice
     vocab_dir = vocab_dir_of(cfg.init)
     tok = tokenizer.load(vocab_dir)
+    tokenizer.check_fits(tok, config.vocab_size, tokenizer.vocab_path(vocab_dir))
     if cfg.max_seq_length > config.max_position_embeddings:
         raise BertJaxError(f"config.max_seq_length: {cfg.max_seq_length} exceeds the model's "
                            f"max_position_embeddings ({config.max_position_embeddings})")
@@ -52,6 +53,8 @@ def finetune(cfg: FinetuneConfig, workdir: str) -> dict:
         raise BertJaxError(f"dataset {cfg.dataset}: has no labelled validation split")
     config = config.replace(id2label=names)
     _check_workdir(workdir, cfg, names, main)
+    # logged only now: a refused input or workdir is then the one line on stderr
+    log.info("rows: %s", ", ".join(f"{split} {len(d['labels'])}" for split, d in data.items()))
 
     train = data["train"]
     per_epoch = batches.steps_per_epoch(train, cfg.batch_size)
@@ -90,7 +93,7 @@ def finetune(cfg: FinetuneConfig, workdir: str) -> dict:
                     until=(epoch + 1) * per_epoch, total=total, key=key, mesh=mesh,
                     writer=writer, checkpointer=checkpointer, stop=stop,
                     log_every=cfg.log_every, desc=f"finetune epoch {epoch + 1}/{cfg.epochs}",
-                    postfix=("loss", "accuracy"))
+                    postfix=("loss", "accuracy"), on_nonfinite=cfg.on_nonfinite)
                 step = int(sharding.fetch(state.step))
                 scores = score(logits_fn, state, data["validation"], cfg.eval_batch_size, mesh)
                 writer.write(step, "validation", scores)

@@ -25,12 +25,59 @@ def resolve(path: str) -> str:
     return best if pretrained.is_model_dir(best) else path
 
 
-def load(path: str):
-    """(config, params, tokenizer) of a model directory."""
+_HEADS = {"classifier": "has no classifier head{} (fine-tune it first with `bert-jax finetune`)",
+          "predictions": "has no masked-LM head{} (a BertModel such as all-MiniLM-L6-v2 cannot "
+                         "fill masks; use a BertForPreTraining / BertForMaskedLM)"}
+
+
+def require_head(params, head: str, where: str = "") -> None:
+    """Refuse a model without the head a command needs, naming where it was read from."""
+    if head not in params:
+        raise BertJaxError("model: " + _HEADS[head].format(f" in {where}" if where else ""))
+
+
+def load(path: str, head: str = ""):
+    """(config, params, tokenizer) of a model directory; `head` ("classifier", "predictions")
+    is required to be there, refused naming the directory before any input is read."""
     path = resolve(path)
     config, params = pretrained.load_pretrained(path)
+    if head:
+        require_head(params, head, path)
     vocab = os.path.join(path, "vocab")
-    return config, params, tokenizer.load(vocab if os.path.isdir(vocab) else path)
+    source = tokenizer.vocab_path(vocab if os.path.isdir(vocab) else path)
+    tok = tokenizer.load(source)
+    tokenizer.check_fits(tok, config.vocab_size, source)
+    return config, params, tok
+
+
+def fit_length(config, tok, texts: Sequence[str], pairs: Optional[Sequence[str]],
+               max_length: int, batch_size: int = 1) -> tuple[int, list[str]]:
+    """(max_length clamped to the model's positions, warnings): one line for the clamp and
+    one counting the texts that will be truncated; long text is not an error."""
+    limit, warnings = config.max_position_embeddings, []
+    check_sizes(config, min(max_length, limit), batch_size, pairs is not None)
+    if max_length > limit:
+        warnings.append(f"--max-seq-length {max_length} is more than the model's {limit} "
+                        f"positions (max_position_embeddings); using {limit}")
+        max_length = limit
+    longer = tokenizer.count_longer(tok, texts, pairs, max_length)
+    if longer:
+        warnings.append(f"{longer} of {len(texts)} texts were longer than {max_length} tokens "
+                        f"and were truncated")
+    return max_length, warnings
+
+
+def check_sizes(config, max_length: int, batch_size: int, pairs: bool = False) -> None:
+    """Refuse lengths the model has no positions for (JAX would clamp the position ids
+    silently) and batch sizes below one, naming the command-line flag."""
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise BertJaxError(f"--batch-size: expected an integer ≥ 1, got {batch_size!r}")
+    least = 4 if pairs else 3  # [CLS] A [SEP] (B [SEP]) with at least one token each
+    if not isinstance(max_length, int) or max_length < least:
+        raise BertJaxError(f"--max-seq-length: expected an integer ≥ {least}, got {max_length!r}")
+    if max_length > config.max_position_embeddings:
+        raise BertJaxError(f"--max-seq-length: {max_length} is more than the model's "
+                           f"max_position_embeddings ({config.max_position_embeddings})")
 
 
 def _run_batched(fn, arrays: dict, batch_size: int) -> np.ndarray:
@@ -42,9 +89,8 @@ def _run_batched(fn, arrays: dict, batch_size: int) -> np.ndarray:
 def predict_proba(config, params, tok, texts: Sequence[str], pairs: Optional[Sequence[str]] = None,
                   max_length: int = 128, batch_size: int = 32) -> np.ndarray:
     """(N, num_labels) class probabilities of a BertForSequenceClassification."""
-    if "classifier" not in params:
-        raise BertJaxError("model: has no classifier head (fine-tune it first with "
-                           "`bert-jax finetune`)")
+    require_head(params, "classifier")
+    check_sizes(config, max_length, batch_size, pairs is not None)
     model = BertForSequenceClassification(config)
     arrays = tokenizer.encode_batch(tok, texts, pairs, max_length, pad=True)
     apply = jax.jit(lambda b: jax.nn.softmax(model.apply(
@@ -54,14 +100,20 @@ def predict_proba(config, params, tok, texts: Sequence[str], pairs: Optional[Seq
 
 def fill_mask(config, params, tok, text: str, top_k: int = 5) -> list[list[tuple[str, float]]]:
     """For each [MASK] in `text`, the top_k (token, probability) of the MLM head."""
-    if "predictions" not in params:
-        raise BertJaxError("model: has no masked-LM head (a BertModel such as all-MiniLM-L6-v2 "
-                           "cannot fill masks; use a BertForPreTraining / BertForMaskedLM)")
+    require_head(params, "predictions")
     if top_k < 1:
         raise BertJaxError(f"--top-k: expected an integer ≥ 1, got {top_k}")
-    enc = tokenizer.encode(tok, text, max_length=config.max_position_embeddings)
+    limit, mask = config.max_position_embeddings, tok.token_to_id("[MASK]")
+    full = tokenizer.encode(tok, text, max_length=None)["input_ids"]
+    # truncation keeps [CLS] and the first limit - 2 tokens: a [MASK] after them is lost
+    lost = [i for i, t in enumerate(full) if t == mask and i >= limit - 1]
+    if lost:
+        raise BertJaxError(f"text: [MASK] at token {lost[0] + 1} of {len(full)} is past the "
+                           f"model's {limit} positions (max_position_embeddings); shorten the "
+                           f"text before it")
+    enc = tokenizer.encode(tok, text, max_length=limit)
     ids = np.asarray([enc["input_ids"]], np.int32)
-    positions = np.flatnonzero(ids[0] == tok.token_to_id("[MASK]"))
+    positions = np.flatnonzero(ids[0] == mask)
     if positions.size == 0:
         raise BertJaxError(f"text: has no [MASK] token: {text!r}")
     logits = BertForMaskedLM(config).apply(
@@ -81,6 +133,7 @@ def embed(config, params, tok, texts: Sequence[str], pooling: str = "cls", max_l
     real (non-padding) tokens, as sentence-transformers' mean pooling."""
     if pooling not in ("cls", "mean"):
         raise BertJaxError(f"--pooling: expected cls or mean, got {pooling!r}")
+    check_sizes(config, max_length, batch_size)
     model = BertModel(config)
     arrays = tokenizer.encode_batch(tok, texts, None, max_length, pad=True)
 

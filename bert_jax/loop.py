@@ -7,6 +7,8 @@ and SIGTERM / SIGINT (save, then raise Interrupted).
 
 from __future__ import annotations
 
+import functools
+import logging
 import signal
 import time
 from typing import Callable, Optional
@@ -16,6 +18,8 @@ from tqdm import tqdm
 
 from bert_jax import losses, sharding
 from bert_jax.errors import BertJaxError
+
+log = logging.getLogger("bert_jax")
 
 
 class Interrupted(Exception):
@@ -43,60 +47,87 @@ class StopRequest:
             signal.signal(s, handler)
 
 
+MAX_CONSECUTIVE_SKIPS = 100  # with on_nonfinite="skip", a run this broken stops anyway
+
+
 def run_steps(step_fn, state, batch_for_step: Callable[[int], dict], *, until: int, total: int,
               key, mesh, writer, checkpointer, stop: StopRequest, log_every: int, desc: str,
               summarize: Callable[[dict], dict] = lambda v: v, postfix: tuple = ("loss",),
-              after_step: Optional[Callable[[int, object], bool]] = None):
+              after_step: Optional[Callable[[int, object], bool]] = None,
+              on_nonfinite: str = "stop"):
     """Step from state.step to `until` (of `total` in the whole run); returns the new state.
 
     Logs the window's mean metrics every `log_every` steps and at `until` (`summarize` may add
     derived values); `after_step(step, state)` runs after each step and returns True when it
-    spent time (an evaluation) that must not count against tokens/s.
+    spent time (an evaluation) that must not count against tokens/s. A step whose loss or
+    gradient is NaN/Inf has already skipped its update in-step; `on_nonfinite` says whether the
+    run then stops ("stop", naming the step and the last checkpoint) or goes on ("skip").
     """
     step = int(sharding.fetch(state.step))
     pc = jax.process_count()
-    window, tokens, started = [], 0, time.time()
+    window, tokens, started, skipped_run = [], 0, time.time(), 0
     bar = tqdm(total=total, initial=step, desc=desc, disable=jax.process_index() != 0,
                dynamic_ncols=True)
-    while step < until:
-        host = batch_for_step(step)
-        tokens += int(host["attention_mask"].sum()) * pc
-        state, metrics = step_fn(state, sharding.global_batch(host, mesh), key)
-        window.append(metrics)
-        step += 1
-        bar.update(1)
-        if step % log_every == 0 or step == until:
-            values = summarize(log_window(window, step, checkpointer))  # waits for the device
-            values["tokens_per_second"] = tokens / (time.time() - started)
-            writer.write(step, "train", values)
-            bar.set_postfix({k: f"{values[k]:.3f}" for k in postfix},
-                            tok_s=f"{values['tokens_per_second']:.0f}")
-            window, tokens, started = [], 0, time.time()
-        if after_step is not None and after_step(step, state) and not window:
-            started = time.time()  # keep evaluation time out of the next window's tokens/s
-        checkpointer.save(step, state)
-        if stop.signum is not None:
-            checkpointer.save(step, state, force=checkpointer.latest_step() != step)
-            checkpointer.wait()
-            bar.close()
-            raise Interrupted(step, stop.signum)
-    bar.close()
+    try:  # the bar ends before any error is printed, so the error has its own line
+        while step < until:
+            host = batch_for_step(step)
+            tokens += int(host["attention_mask"].sum()) * pc
+            state, metrics = step_fn(state, sharding.global_batch(host, mesh), key)
+            window.append(metrics)
+            step += 1
+            bar.update(1)
+            if step % log_every == 0 or step == until:
+                fetched = sharding.fetch(window)  # waits for the device
+                skipped_run = _check_finite(fetched, step, checkpointer, on_nonfinite,
+                                            skipped_run)
+                values = summarize(window_means(fetched))
+                values["tokens_per_second"] = tokens / (time.time() - started)
+                writer.write(step, "train", values)
+                bar.set_postfix({k: f"{values[k]:.3f}" for k in postfix},
+                                tok_s=f"{values['tokens_per_second']:.0f}")
+                window, tokens, started = [], 0, time.time()
+            if after_step is not None and after_step(step, state) and not window:
+                started = time.time()  # keep evaluation time out of the next window's tokens/s
+            checkpointer.save(step, state)
+            if stop.signum is not None:
+                checkpointer.save(step, state, force=checkpointer.latest_step() != step)
+                checkpointer.wait()
+                raise Interrupted(step, stop.signum)
+    finally:
+        bar.close()
     return state
 
 
-def log_window(window, step, checkpointer) -> dict[str, float]:
-    """Sum a window of per-step metrics on the host; stop on a non-finite step, naming it."""
-    fetched = sharding.fetch(window)
-    nonfinite = [i for i, m in enumerate(fetched) if m["nonfinite"][0] > 0]
-    if nonfinite:
-        bad = step - len(fetched) + nonfinite[0] + 1
-        raise BertJaxError(
-            f"step {bad}: loss or gradient is NaN/Inf (update skipped); resume from the last "
-            f"checkpoint, step {checkpointer.latest_step()} in {checkpointer.directory}, "
-            f"with a lower learning_rate")
-    total = fetched[0]
-    for m in fetched[1:]:
-        total = losses.add(total, m)
-    values = losses.means(total)
+def _check_finite(fetched: list, step: int, checkpointer, on_nonfinite: str,
+                  skipped_run: int) -> int:
+    """Stop at (or warn about) the window's non-finite steps; returns the consecutive-skip count."""
+    first = step - len(fetched) + 1
+    for i, m in enumerate(fetched):
+        if m["nonfinite"][0] == 0:
+            skipped_run = 0
+            continue
+        skipped_run += 1
+        where = (f"resume from the last checkpoint, step {checkpointer.latest_step()} in "
+                 f"{checkpointer.directory}")
+        if on_nonfinite == "stop":
+            raise BertJaxError(
+                f"step {first + i}: loss or gradient is NaN/Inf (update skipped); {where}, with "
+                f"a lower learning_rate, or set --config.on_nonfinite=skip")
+        if skipped_run >= MAX_CONSECUTIVE_SKIPS:
+            raise BertJaxError(
+                f"step {first + i}: {skipped_run} updates in a row skipped for NaN/Inf loss or "
+                f"gradient; the run has diverged: {where}, with a lower learning_rate")
+        log.warning("step %d: loss or gradient is NaN/Inf; update skipped "
+                    "(config.on_nonfinite=skip)", first + i)
+    return skipped_run
+
+
+def window_means(fetched: list) -> dict[str, float]:
+    """Mean metrics of a window of fetched per-step metrics, over the steps that updated;
+    `skipped_updates` counts the others."""
+    kept = [m for m in fetched if m["nonfinite"][0] == 0]
+    values = losses.means(functools.reduce(losses.add, kept)) if kept else {
+        name: float("nan") for name in fetched[0]}
     del values["nonfinite"]
+    values["skipped_updates"] = float(len(fetched) - len(kept))
     return values

@@ -57,7 +57,11 @@ def load_model_dir(path: str) -> tuple[BertConfig, dict]:
                            f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
                            ) from None
     params = jax.tree.map(np.asarray, params)
-    to_state_dict(config, params)  # params must fit config.json: names the first mismatch
+    try:  # params must fit config.json: names the first mismatch
+        to_state_dict(config, params)
+    except BertJaxError as e:
+        raise BertJaxError(f"{params_path}: does not fit config.json: "
+                           f"{str(e).removeprefix('params: ')}") from None
     return config, params
 
 
@@ -68,7 +72,8 @@ def load_pretrained(path: str) -> tuple[BertConfig, dict]:
     params["bert"] always holds the BertModel parameters; heads sit under their own keys.
     """
     if not os.path.isdir(path):
-        raise BertJaxError(f"{path}: no such model directory")
+        raise BertJaxError(f"{path}: " + ("not a directory (expected a model directory)"
+                                          if os.path.exists(path) else "no such model directory"))
     if is_model_dir(path):
         return load_model_dir(path)
     if os.path.isdir(os.path.join(path, checkpoint.CHECKPOINTS)):

@@ -51,15 +51,20 @@ def resolve_files(files: Union[str, Sequence[str]]) -> list[str]:
     return list(dict.fromkeys(paths))  # a file matched by two patterns is read once
 
 
-def read_text(path: str) -> str:
-    """The file's text; refuses non-UTF-8 bytes and files with nothing but whitespace."""
+def read_utf8(path: str) -> str:
+    """The file decoded; non-UTF-8 bytes are refused naming the first one and its offset."""
     with open(path, "rb") as f:
         data = f.read()
     try:
-        text = data.decode("utf-8-sig")  # tolerate a byte-order mark
+        return data.decode("utf-8-sig")  # tolerate a byte-order mark
     except UnicodeDecodeError as e:
         raise BertJaxError(f"{path}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset "
                            f"{e.start})") from None
+
+
+def read_text(path: str) -> str:
+    """The file's text; refuses non-UTF-8 bytes and files with nothing but whitespace."""
+    text = read_utf8(path)
     if not text.strip():
         raise BertJaxError(f"{path}: file contains no text")
     return text
@@ -82,6 +87,8 @@ def train_tokenizer(files: Union[str, list[str]], vocab_size: int, out_dir: str,
                            f"{vocab_size!r}")
     if not isinstance(min_frequency, int) or min_frequency < 1:
         raise BertJaxError(f"min_frequency: expected an integer ≥ 1, got {min_frequency!r}")
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):  # refused before training
+        raise BertJaxError(f"{out_dir}: exists and is not a directory")
     paths = resolve_files(files)
     for path in paths:  # the Rust reader would fail on bad bytes without naming the file
         read_text(path)
@@ -123,10 +130,7 @@ def load(path: str, lowercase: Optional[bool] = None) -> Tokenizer:
     Truncation and padding are cleared: the encode helpers below set them per call.
     """
     if os.path.isdir(path):
-        for name in ("tokenizer.json", "vocab.txt"):
-            if os.path.isfile(os.path.join(path, name)):
-                return load(os.path.join(path, name), lowercase)
-        raise BertJaxError(f"{path}: no tokenizer.json or vocab.txt in this directory")
+        return load(vocab_path(path), lowercase)
     if not os.path.isfile(path):
         raise BertJaxError(f"{path}: tokenizer file not found")
     if path.endswith(".json"):
@@ -152,6 +156,16 @@ def load(path: str, lowercase: Optional[bool] = None) -> Tokenizer:
     if tokenizer.post_processor is None:
         _set_post_processor(tokenizer, path)
     return tokenizer
+
+
+def vocab_path(path: str) -> str:
+    """The file `load(path)` reads: a directory's tokenizer.json, else its vocab.txt."""
+    if not os.path.isdir(path):
+        return path
+    for name in ("tokenizer.json", "vocab.txt"):
+        if os.path.isfile(os.path.join(path, name)):
+            return os.path.join(path, name)
+    raise BertJaxError(f"{path}: no tokenizer.json or vocab.txt in this directory")
 
 
 def special_token_ids(tokenizer: Tokenizer) -> dict[str, int]:
@@ -180,21 +194,25 @@ def encode(tokenizer: Tokenizer, text: str, pair: Optional[str] = None,
 
 
 def encode_batch(tokenizer: Tokenizer, texts: Sequence[str],
-                 pairs: Optional[Sequence[str]] = None, max_length: int = 512,
+                 pairs: Optional[Sequence[str]] = None, max_length: Optional[int] = 512,
                  pad: bool = False) -> dict:
     """Texts (and their pairs) → {input_ids, token_type_ids, attention_mask}.
 
     Lists of lists, each truncated to `max_length` by trimming the longer segment first (as
-    BertTokenizerFast). pad=True pads with [PAD] to `max_length` and returns (B, max_length)
-    int32 arrays, attention_mask 0 on padding.
+    BertTokenizerFast); max_length None: not truncated. pad=True pads with [PAD] to
+    `max_length` and returns (B, max_length) int32 arrays, attention_mask 0 on padding.
     """
     if pairs is not None and len(pairs) != len(texts):
         raise BertJaxError(f"pairs: {len(pairs)} second segments for {len(texts)} texts")
-    if not isinstance(max_length, int) or max_length < (3 if pairs is None else 4):
+    if (max_length is not None or pad) and (
+            not isinstance(max_length, int) or max_length < (3 if pairs is None else 4)):
         raise BertJaxError(f"max_length: too small for [CLS]/[SEP] tokens, got {max_length!r}")
     old_truncation, old_padding = tokenizer.truncation, tokenizer.padding
     try:  # set per call and restored: the Tokenizer object is shared, its settings are global
-        tokenizer.enable_truncation(max_length, strategy="longest_first")
+        if max_length is None:
+            tokenizer.no_truncation()
+        else:
+            tokenizer.enable_truncation(max_length, strategy="longest_first")
         if pad:
             tokenizer.enable_padding(pad_id=tokenizer.token_to_id("[PAD]"), pad_token="[PAD]",
                                      length=max_length)
@@ -211,6 +229,24 @@ def encode_batch(tokenizer: Tokenizer, texts: Sequence[str],
         out = {k: np.asarray(v, dtype=np.int32).reshape(len(encodings), max_length)
                for k, v in out.items()}
     return out
+
+
+def count_longer(tokenizer: Tokenizer, texts: Sequence[str],
+                 pairs: Optional[Sequence[str]] = None, max_length: int = 512) -> int:
+    """How many texts (with their pairs) have more than `max_length` tokens, [CLS] and [SEP]s
+    included: the ones encode_batch truncates, for a warning that counts them."""
+    ids = encode_batch(tokenizer, texts, pairs, None)["input_ids"]
+    return sum(len(row) > max_length for row in ids)
+
+
+def check_fits(tokenizer: Tokenizer, vocab_size: int, source: str) -> None:
+    """Refuse a vocabulary with ids past the model's embedding table (JAX would clamp them
+    silently to the last row); a smaller vocabulary than the table is fine (padded tables)."""
+    size = max(tokenizer.get_vocab(with_added_tokens=True).values()) + 1
+    if size > vocab_size:
+        raise BertJaxError(f"{source}: {size} tokens, more than the model's vocab_size "
+                           f"({vocab_size}); the vocabulary and config.json do not belong "
+                           f"together")
 
 
 # -- helpers -----------------------------------------------------------------------------------

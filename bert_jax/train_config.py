@@ -10,8 +10,10 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import importlib.util
+import math
 import os
 import sys
+import traceback
 import typing
 from typing import Optional
 
@@ -53,6 +55,7 @@ class PretrainConfig:
     adam_b2: float = 0.999
     adam_eps: float = 1e-6
     max_grad_norm: float = 1.0  # global-norm clipping
+    on_nonfinite: str = "stop"  # a NaN/Inf loss or gradient skips its update, then: stop | skip
     seed: int = 0  # seeds init, masking and dropout (fold_in(key, step))
     # bookkeeping
     log_every: int = 50  # steps between metric logs
@@ -69,13 +72,15 @@ _POSITIVE = ("vocab_size", "max_seq_length", "max_predictions_per_seq", "dupe_fa
              "batch_size", "grad_accum_steps", "steps", "log_every", "checkpoint_every",
              "keep_checkpoints")
 _NON_NEGATIVE = ("warmup_steps", "data_seed", "seed", "eval_every", "eval_batches")
+NONFINITE_POLICIES = ("stop", "skip")
 _CHOICES = {"dtype": ("float32", "bfloat16"), "optimizer": ("adamw", "lamb"),
-            "documents": ("file", "blank_line")}
+            "documents": ("file", "blank_line"), "on_nonfinite": NONFINITE_POLICIES}
 
 
 def check_fields(cfg, *, at_least_one=(), non_negative=(), choices=None, fractions=(),
                  positive=()) -> None:
     """The range checks every run config shares, each refusal naming its field."""
+    check_types(cfg)
     value = lambda name: getattr(cfg, name)  # noqa: E731
     for name in at_least_one:
         if value(name) < 1:
@@ -91,8 +96,25 @@ def check_fields(cfg, *, at_least_one=(), non_negative=(), choices=None, fractio
         if not 0.0 <= value(name) < 1.0:
             raise BertJaxError(f"config.{name}: expected a value in [0, 1), got {value(name)}")
     for name in positive:
-        if value(name) <= 0:
+        if not 0 < value(name) < math.inf:  # NaN fails this too
             raise BertJaxError(f"config.{name}: expected a positive number, got {value(name)}")
+
+
+def check_types(cfg) -> None:
+    """Every field holds its annotated type: a config file can set anything, and a string
+    where a number belongs would otherwise fail later as a TypeError far from its cause."""
+    for name, kind in typing.get_type_hints(type(cfg)).items():
+        value = getattr(cfg, name)
+        if typing.get_origin(kind) is typing.Union:  # Optional[X]: None or an X
+            if value is None:
+                continue
+            kind = next(k for k in typing.get_args(kind) if k is not type(None))
+        if not isinstance(kind, type):
+            continue
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not (number if kind is float else isinstance(value, kind) and
+                (kind is bool or not isinstance(value, bool))):
+            raise BertJaxError(f"config.{name}: expected {kind.__name__}, got {value!r}")
 
 
 def validate(cfg: PretrainConfig) -> PretrainConfig:
@@ -123,6 +145,8 @@ def run_config_file(path: str):
     """The object `get_config()` of the Python file at `path` returns (any config dataclass)."""
     if not os.path.isfile(path):
         raise BertJaxError(f"{path}: config file not found")
+    if not path.endswith(".py"):
+        raise BertJaxError(f"{path}: expected a Python file (.py) defining get_config()")
     directory = os.path.dirname(os.path.abspath(path))
     spec = importlib.util.spec_from_file_location(
         f"_bert_jax_config_{os.path.basename(path)[:-3]}", path)
@@ -130,11 +154,21 @@ def run_config_file(path: str):
     sys.path.insert(0, directory)  # so a variant can `import` its base config beside it
     try:
         spec.loader.exec_module(module)
+        if not hasattr(module, "get_config"):
+            raise BertJaxError(f"{path}: defines no get_config()")
+        return module.get_config()
+    except BertJaxError:
+        raise
+    except SyntaxError as e:  # `from e`: --debug shows the original error
+        raise BertJaxError(f"{e.filename or path}:{e.lineno}: invalid Python ({e.msg})") from e
+    except Exception as e:  # the config's own code failed: point at its line
+        lines = [f for f in traceback.extract_tb(e.__traceback__) if not f.filename.startswith(
+            "<") and os.path.dirname(os.path.abspath(f.filename)) == directory]
+        where = f"{lines[-1].filename}:{lines[-1].lineno}" if lines else path
+        message = str(e).splitlines()[0] if str(e) else ""
+        raise BertJaxError(f"{where}: {type(e).__name__}: {message}") from e
     finally:
         sys.path.remove(directory)
-    if not hasattr(module, "get_config"):
-        raise BertJaxError(f"{path}: defines no get_config()")
-    return module.get_config()
 
 
 def apply_overrides(cfg, overrides: typing.Sequence[str]):

@@ -33,6 +33,7 @@ def pretrain(cfg: PretrainConfig, workdir: str) -> dict[str, float]:
     """Pretrain (MLM + NSP) to cfg.steps; returns the final held-out metrics."""
     main = jax.process_index() == 0
     sharding.check_batch_size(cfg.batch_size, cfg.grad_accum_steps)  # before any slow work
+    check_inputs(cfg, workdir)
     os.makedirs(workdir, exist_ok=True)
     tok = _tokenizer(cfg, workdir, main)
     config = model_config(cfg, tok.get_vocab_size(with_added_tokens=True))
@@ -72,6 +73,7 @@ def pretrain(cfg: PretrainConfig, workdir: str) -> dict[str, float]:
                 until=cfg.steps, total=cfg.steps, key=key, mesh=mesh, writer=writer,
                 checkpointer=checkpointer, stop=stop, log_every=cfg.log_every, desc="pretrain",
                 summarize=_with_loss, postfix=("loss", "mlm_accuracy"),
+                on_nonfinite=cfg.on_nonfinite,
                 after_step=lambda s, st: bool(cfg.eval_every and s % cfg.eval_every == 0
                                               and s < cfg.steps and evaluate(st) is not None))
         final = evaluate(state)
@@ -83,6 +85,25 @@ def pretrain(cfg: PretrainConfig, workdir: str) -> dict[str, float]:
         checkpointer.close()
         writer.close()
     return final
+
+
+def check_inputs(cfg: PretrainConfig, workdir: str) -> None:
+    """Read every input the run names before anything is written into the workdir, so a bad
+    one leaves an existing workdir exactly as it was (and costs no slow work)."""
+    for path in tokenizer.resolve_files(cfg.train_files):
+        tokenizer.read_text(path)
+    own = os.path.join(workdir, "vocab", "tokenizer.json")
+    source = cfg.vocab or (own if os.path.isfile(own) else "")
+    if source:
+        vocab_size = tokenizer.load(source).get_vocab_size(with_added_tokens=True)
+    elif cfg.model.endswith(".json") or os.path.sep in cfg.model:  # vocabulary trained later
+        vocab_size = BertConfig.from_json_file(cfg.model).vocab_size
+    else:
+        vocab_size = cfg.vocab_size
+    _check_workdir(workdir, cfg, model_config(cfg, vocab_size), main=False)  # writes nothing
+    has_checkpoint = checkpoint.latest_complete_step(workdir) is not None
+    if cfg.init_from and not has_checkpoint:  # a resumed run never reads init_from
+        pretrained.load_pretrained(cfg.init_from)
 
 
 def _with_loss(values: dict) -> dict:

@@ -2,8 +2,12 @@
 
 import importlib.util
 import os
+import subprocess
+import sys
 
 import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture(scope="session")
@@ -46,3 +50,44 @@ def make_hf_model(directory, architecture="BertForPreTraining", seed=0, fmt="saf
             from safetensors.torch import save_file
             save_file(state, os.path.join(directory, "model.safetensors"), metadata={"format": "pt"})
     return model
+
+
+@pytest.fixture(scope="session")
+def pretrain_setup(tmp_path_factory):
+    """A small corpus (the first 400 lines of three novels), its vocabulary, a tiny model, and
+    the `train.py` overrides of a small pretraining run on them."""
+    from bert_jax.config import BertConfig
+    from bert_jax.tokenizer import train_tokenizer
+    base = tmp_path_factory.mktemp("pretrain")
+    corpus = base / "corpus"
+    corpus.mkdir()
+    for name in ("emma", "persuasion", "prideprejudice"):
+        lines = open(os.path.join(ROOT, "data", "austen", f"{name}.txt"), encoding="utf-8")
+        (corpus / f"{name}.txt").write_text("".join(list(lines)[:400]), encoding="utf-8")
+    tok = train_tokenizer(str(corpus / "*.txt"), 600, str(base / "vocab"))
+    config = BertConfig(vocab_size=tok.get_vocab_size(), hidden_size=32, num_hidden_layers=2,
+                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
+    config.to_json_file(str(base / "model.json"))
+    overrides = [f"--config.model={base / 'model.json'}", f"--config.vocab={base / 'vocab'}",
+                 f"--config.train_files={corpus / '*.txt'}", "--config.max_seq_length=32",
+                 "--config.max_predictions_per_seq=5", "--config.batch_size=8",
+                 "--config.warmup_steps=2", "--config.log_every=1", "--config.eval_every=0",
+                 "--config.eval_batches=2", "--config.eval_fraction=0.05"]
+    return base, overrides
+
+
+def train(workdir, overrides, *extra, devices=1, env=None, wait=True, timeout=240,
+          script="train.py"):
+    """Run `script` (train.py) in a subprocess on `devices` fake CPU devices; returns
+    (returncode, stdout, stderr), or the Popen when wait=False."""
+    env = dict(os.environ, **(env or {}))
+    env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+    env["JAX_PLATFORMS"] = "cpu"
+    cmd = [sys.executable, os.path.join(ROOT, script), "--workdir", str(workdir),
+           *overrides, *extra]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    if not wait:
+        return proc
+    out, err = proc.communicate(timeout=timeout)
+    return proc.returncode, out, err

@@ -1,56 +1,21 @@
-"""The pretraining job end to end, in subprocesses: exact resume after SIGKILL, 1 vs 8 devices,
-1 vs 2 processes, the Hugging Face export, and one-line errors for bad runs."""
+"""The pretraining job end to end, in subprocesses: init_from, 1 vs 8 devices, 1 vs 2
+processes, the Hugging Face export, and one-line errors for bad runs. Kills and resumes are in
+test_faults.py."""
 
 import json
 import os
-import signal
 import socket
-import subprocess
-import sys
-import time
 
 import numpy as np
 import pytest
+from conftest import train
 
 from bert_jax.config import BertConfig
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
 
 @pytest.fixture(scope="session")
-def setup(tmp_path_factory):
-    """A small corpus (the first 400 lines of three novels), its vocabulary, a tiny model."""
-    from bert_jax.tokenizer import train_tokenizer
-    base = tmp_path_factory.mktemp("pretrain")
-    corpus = base / "corpus"
-    corpus.mkdir()
-    for name in ("emma", "persuasion", "prideprejudice"):
-        lines = open(os.path.join(ROOT, "data", "austen", f"{name}.txt"), encoding="utf-8")
-        (corpus / f"{name}.txt").write_text("".join(list(lines)[:400]), encoding="utf-8")
-    tok = train_tokenizer(str(corpus / "*.txt"), 600, str(base / "vocab"))
-    config = BertConfig(vocab_size=tok.get_vocab_size(), hidden_size=32, num_hidden_layers=2,
-                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
-    config.to_json_file(str(base / "model.json"))
-    overrides = [f"--config.model={base / 'model.json'}", f"--config.vocab={base / 'vocab'}",
-                 f"--config.train_files={corpus / '*.txt'}", "--config.max_seq_length=32",
-                 "--config.max_predictions_per_seq=5", "--config.batch_size=8",
-                 "--config.warmup_steps=2", "--config.log_every=1", "--config.eval_every=0",
-                 "--config.eval_batches=2", "--config.eval_fraction=0.05"]
-    return base, overrides
-
-
-def train(workdir, overrides, *extra, devices=1, env=None, wait=True, timeout=240):
-    env = dict(os.environ, **(env or {}))
-    env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
-    env["JAX_PLATFORMS"] = "cpu"
-    cmd = [sys.executable, os.path.join(ROOT, "train.py"), "--workdir", str(workdir),
-           *overrides, *extra]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    if not wait:
-        return proc
-    out, err = proc.communicate(timeout=timeout)
-    return proc.returncode, out, err
+def setup(pretrain_setup):
+    return pretrain_setup
 
 
 def losses(workdir):
@@ -61,49 +26,6 @@ def losses(workdir):
 def final_params(workdir):
     from bert_jax.checkpoint import latest_params
     return latest_params(str(workdir))
-
-
-def test_resume_after_sigkill_is_bit_identical(setup, tmp_path):
-    base, overrides = setup
-    run = [*overrides, "--config.steps=40", "--config.checkpoint_every=4"]
-    code, _, err = train(tmp_path / "straight", run)
-    assert code == 0, err
-    proc = train(tmp_path / "killed", run, wait=False)
-    checkpoints = tmp_path / "killed" / "checkpoints"
-    deadline = time.time() + 180
-    while not (checkpoints.is_dir() and any(p.name.isdigit() for p in checkpoints.iterdir())):
-        assert proc.poll() is None and time.time() < deadline, proc.communicate()[1]
-        time.sleep(0.01)
-    proc.send_signal(signal.SIGKILL)
-    proc.communicate()
-    assert not (tmp_path / "killed" / "export").exists()  # really killed mid-run
-    killed_at = max(int(p.name) for p in checkpoints.iterdir() if p.name.isdigit())
-    assert killed_at < 40
-    code, _, err = train(tmp_path / "killed", run)
-    assert code == 0, err
-    assert f"resuming from {checkpoints}" in err
-    (s1, a), (s2, b) = final_params(tmp_path / "straight"), final_params(tmp_path / "killed")
-    assert s1 == s2 == 40
-    flat_a, flat_b = _flat(a), _flat(b)
-    assert flat_a.keys() == flat_b.keys()
-    for k in flat_a:
-        assert np.array_equal(flat_a[k], flat_b[k]), k
-
-
-def test_sigterm_saves_then_exits(setup, tmp_path):
-    base, overrides = setup
-    proc = train(tmp_path, [*overrides, "--config.steps=2000", "--config.checkpoint_every=1000"],
-                 wait=False)
-    deadline = time.time() + 180
-    while not (tmp_path / "metrics.jsonl").is_file():  # training has started
-        assert proc.poll() is None and time.time() < deadline, proc.communicate()[1]
-        time.sleep(0.01)
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 128 + signal.SIGTERM, err
-    step = int(err.split("stopped by signal 15 at step ")[1].split(";")[0])
-    assert 0 < step < 2000 and "checkpoint saved" in err
-    assert final_params(tmp_path)[0] == step  # saved at the step it stopped, off the schedule
 
 
 def test_init_from_a_workdir_starts_from_its_params(setup, one_device_run, tmp_path):

@@ -1,0 +1,890 @@
+"""Bad-input sweep: every `bert-jax` command, given a wrong path, an empty or non-UTF-8 file,
+malformed JSON / CSV, a broken checkpoint, mismatched sizes or an impossible value, exits 2 with
+ONE stderr line naming the file / field / tensor (no traceback, never the catch-all), and leaves
+its inputs, workdir and destination byte for byte as they were. Texts longer than the model are
+truncated with one counted warning instead.
+
+Cases run in-process (cli.main) against tiny random models built once per module; three run the
+real entry point in a subprocess to show the traceback appears only with --debug.
+"""
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import datasets  # noqa: F401  (imported here: its stderr log handler must outlive each test)
+import numpy as np
+import pytest
+from conftest import make_hf_model
+
+from bert_jax import cli
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WORDS = ("the a an and of to in is was it he she they we you i that this for on with as at by "
+         "from but not be have had his her their my your one all so if or no yes good bad great "
+         "film movie food cat dog sat mat day night small very really nice love hate like best "
+         "worst time story book read tea cake sweet taste price buy ok fine never always new "
+         "house home").split()
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", ",", "!", "?", *WORDS]
+VOCAB += [f"##{c}" for c in "abcdefghijklmnopqrstuvwxyz"][:97 - len(VOCAB)]
+assert len(VOCAB) == 97 and len(set(VOCAB)) == 97
+LONG = " ".join(["the cat sat on the mat and the dog read a book ."] * 5)  # 65 tokens > 40
+
+
+# -- fixtures ----------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def b(tmp_path_factory):
+    """Tiny random models (vocab 97, H32, L2, 40 positions) in both formats, data files, a
+    pretraining corpus and config: the shared, read-only inputs of every case."""
+    from bert_jax import convert, pretrained
+    from bert_jax.config import BertConfig
+    root = tmp_path_factory.mktemp("bad_input")
+    p = lambda *parts: str(root.joinpath(*parts))  # noqa: E731
+    vocab = "".join(t + "\n" for t in VOCAB)
+    (root / "vocab.txt").write_text(vocab, encoding="utf-8")
+    for name, architecture in (("hf", "BertForPreTraining"), ("hf_cls",
+                                                               "BertForSequenceClassification"),
+                               ("hf_base", "BertModel")):
+        make_hf_model(root / name, architecture)
+        (root / name / "vocab.txt").write_text(vocab, encoding="utf-8")
+    for src, dst in (("hf", "ours"), ("hf_cls", "ours_cls")):
+        config, params = convert.load_hf(p(src))
+        pretrained.save_model_dir(p(dst), config, params, convert.vocab_files_in(p(src)))
+    (root / "texts.txt").write_text("the cat sat on the mat .\na good film\nok\n", encoding="utf-8")
+    rows = ["a good film", "the worst movie", "i love this cake", "bad food", "great tea",
+            "never buy this", "nice house", "the price is bad"]
+    (root / "data.csv").write_text("text,label\n" + "".join(
+        f"{t},{'pos' if i % 2 == 0 else 'neg'}\n" for i, t in enumerate(rows)), encoding="utf-8")
+    (root / "corpus").mkdir()
+    for i in range(2):
+        (root / "corpus" / f"doc{i}.txt").write_text(
+            "The cat sat on the mat. The dog read a book. She had tea and cake.\n" * 3,
+            encoding="utf-8")
+    BertConfig(vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+               intermediate_size=37, max_position_embeddings=40).to_json_file(p("model.json"))
+    (root / "pretrain.py").write_text(
+        "from bert_jax.train_config import PretrainConfig\n\n\n"
+        "def get_config():\n"
+        f"    return PretrainConfig(model={p('model.json')!r}, vocab={p('vocab.txt')!r},\n"
+        f"                          train_files={p('corpus', '*.txt')!r}, max_seq_length=32,\n"
+        "                          max_predictions_per_seq=5, batch_size=4, steps=2,\n"
+        "                          warmup_steps=0, eval_every=0, checkpoint_every=2)\n",
+        encoding="utf-8")
+    return root
+
+
+def path(root, *parts) -> str:
+    return str(root.joinpath(*parts))
+
+
+def copy(src, dst) -> str:
+    shutil.copytree(src, dst)
+    return str(dst)
+
+
+def write(file, data: bytes) -> None:
+    with open(file, "wb") as f:
+        f.write(data)
+
+
+def edit_json(file, **changes) -> None:
+    with open(file, encoding="utf-8") as f:
+        d = json.load(f)
+    d.update(changes)
+    with open(file, "w", encoding="utf-8") as f:
+        json.dump(d, f)
+
+
+def orbax_files(model_dir) -> list[str]:
+    """Every file orbax wrote under a model dir's params/."""
+    return [os.path.join(d, n) for d, _, names in os.walk(os.path.join(model_dir, "params"))
+            for n in names]
+
+
+def snapshot(*roots) -> dict:
+    """{(root, relative path): (size, sha1) of a file, or "dir"}; a missing root maps to None."""
+    out = {}
+    for root in map(str, roots):
+        if not os.path.exists(root):
+            out[(root, "")] = None
+            continue
+        for directory, _, names in os.walk(root):
+            out[(root, os.path.relpath(directory, root))] = "dir"
+            for name in names:
+                file = os.path.join(directory, name)
+                with open(file, "rb") as f:
+                    data = f.read()
+                out[(root, os.path.relpath(file, root))] = (len(data),
+                                                            hashlib.sha1(data).hexdigest())
+    return out
+
+
+# -- the sweep ---------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Case:
+    argv: list
+    needle: str  # must appear in the one stderr line
+    absent: tuple = ()  # a brand-new workdir / destination that must not be left behind
+
+
+CASES = {}
+
+
+def case(fn):
+    """Register `fn(b, t) -> Case` (b: shared inputs, t: this case's own directory)."""
+    CASES[fn.__name__.replace("_", "-")] = fn
+    return fn
+
+
+# convert
+
+@case
+def convert_src_missing(b, t):
+    return Case(["convert", str(t / "nope"), str(t / "out")], f"{t / 'nope'}: no such directory",
+                absent=(t / "out",))
+
+
+@case
+def convert_src_is_a_file(b, t):
+    return Case(["convert", path(b, "texts.txt"), str(t / "out")],
+                f"{path(b, 'texts.txt')}: not a directory", absent=(t / "out",))
+
+
+@case
+def convert_no_config_json(b, t):
+    src = copy(b / "hf", t / "src")
+    os.remove(os.path.join(src, "config.json"))
+    return Case(["convert", src, str(t / "out")], f"{src}/config.json: config file not found",
+                absent=(t / "out",))
+
+
+@case
+def convert_config_malformed_json(b, t):
+    src = copy(b / "hf", t / "src")
+    write(os.path.join(src, "config.json"), b'{"hidden_size": 32,')
+    return Case(["convert", src, str(t / "out")], f"{src}/config.json: not valid JSON",
+                absent=(t / "out",))
+
+
+@case
+def convert_config_non_utf8(b, t):
+    src = copy(b / "hf", t / "src")
+    write(os.path.join(src, "config.json"), b'{"hidden_size": "\xff\xfe"}')
+    return Case(["convert", src, str(t / "out")], f"{src}/config.json: not valid JSON",
+                absent=(t / "out",))
+
+
+@case
+def convert_config_heads_do_not_divide_hidden(b, t):
+    src = copy(b / "hf", t / "src")
+    edit_json(os.path.join(src, "config.json"), num_attention_heads=5)
+    return Case(["convert", src, str(t / "out")],
+                "config.json: hidden_size: 32 is not divisible by num_attention_heads (5)",
+                absent=(t / "out",))
+
+
+@case
+def convert_config_negative_layers(b, t):
+    src = copy(b / "hf", t / "src")
+    edit_json(os.path.join(src, "config.json"), num_hidden_layers=-1)
+    return Case(["convert", src, str(t / "out")],
+                "config.json: num_hidden_layers: expected an integer ≥ 1, got -1",
+                absent=(t / "out",))
+
+
+@case
+def convert_safetensors_truncated(b, t):
+    src = copy(b / "hf", t / "src")
+    weights = os.path.join(src, "model.safetensors")
+    os.truncate(weights, os.path.getsize(weights) // 3)
+    return Case(["convert", src, str(t / "out")],
+                f"{weights}: not a valid safetensors file", absent=(t / "out",))
+
+
+@case
+def convert_safetensors_header_garbage(b, t):
+    src = copy(b / "hf", t / "src")
+    weights = os.path.join(src, "model.safetensors")
+    with open(weights, "r+b") as f:
+        f.seek(8)
+        f.write(b"}{ not json at all, really }}}}}")
+    return Case(["convert", src, str(t / "out")],
+                f"{weights}: not a valid safetensors file", absent=(t / "out",))
+
+
+def _edit_tensors(src, edit) -> None:
+    from safetensors.numpy import load_file, save_file
+    weights = os.path.join(src, "model.safetensors")
+    state = load_file(weights)
+    edit(state)
+    save_file(state, weights, metadata={"format": "pt"})
+
+
+@case
+def convert_tensor_missing(b, t):
+    src = copy(b / "hf", t / "src")
+    _edit_tensors(src, lambda s: s.pop("bert.encoder.layer.0.attention.self.value.bias"))
+    return Case(["convert", src, str(t / "out")],
+                "missing tensor(s) bert.encoder.layer.0.attention.self.value.bias",
+                absent=(t / "out",))
+
+
+@case
+def convert_vocab_size_mismatch(b, t):
+    src = copy(b / "hf", t / "src")
+    edit_json(os.path.join(src, "config.json"), vocab_size=120)
+    return Case(["convert", src, str(t / "out")],
+                "tensor bert.embeddings.word_embeddings.weight has shape (97, 32), expected "
+                "(120, 32) from config.json", absent=(t / "out",))
+
+
+@case
+def convert_destination_not_empty(b, t):
+    (t / "out").mkdir()
+    (t / "out" / "keep.txt").write_text("precious")
+    return Case(["convert", path(b, "hf"), str(t / "out")],
+                f"{t / 'out'}: directory exists and is not empty (pass --overwrite")
+
+
+@case
+def convert_destination_is_the_source(b, t):
+    src = copy(b / "ours", t / "ours")
+    return Case(["convert", src, src, "--to", "hf", "--overwrite"],
+                f"{src}: the destination is the source directory")  # --overwrite would delete it
+
+
+@case
+def convert_to_hf_from_a_non_model_dir(b, t):
+    (t / "notes").mkdir()
+    (t / "notes" / "readme.txt").write_text("hello")
+    return Case(["convert", str(t / "notes"), str(t / "out"), "--to", "hf"],
+                f"{t / 'notes'}: neither a bert_jax model directory", absent=(t / "out",))
+
+
+@case
+def convert_to_hf_orbax_params_truncated(b, t):
+    src = copy(b / "ours", t / "ours")
+    for f in orbax_files(src):
+        os.truncate(f, os.path.getsize(f) // 2)
+    return Case(["convert", src, str(t / "out"), "--to", "hf"],
+                f"{src}/params: not a readable orbax checkpoint", absent=(t / "out",))
+
+
+@case
+def convert_to_hf_orbax_params_empty(b, t):
+    src = copy(b / "ours", t / "ours")
+    shutil.rmtree(os.path.join(src, "params"))
+    os.mkdir(os.path.join(src, "params"))
+    return Case(["convert", src, str(t / "out"), "--to", "hf"],
+                f"{src}/params: not a readable orbax checkpoint", absent=(t / "out",))
+
+
+@case
+def convert_to_hf_params_do_not_fit_config(b, t):
+    src = copy(b / "ours", t / "ours")
+    edit_json(os.path.join(src, "config.json"), intermediate_size=40)
+    return Case(["convert", src, str(t / "out"), "--to", "hf"],
+                f"{src}/params: does not fit config.json: bert/encoder/layer_0/feed_forward/"
+                f"intermediate/bias has shape (37,), expected (40,)", absent=(t / "out",))
+
+
+# parity
+
+@case
+def parity_missing_dir(b, t):
+    return Case(["parity", str(t / "nope")], f"{t / 'nope'}: no such directory")
+
+
+@case
+def parity_corrupt_safetensors(b, t):
+    src = copy(b / "hf", t / "src")
+    write(os.path.join(src, "model.safetensors"), b"\x00" * 64)
+    return Case(["parity", src], f"{src}/model.safetensors: not a valid safetensors file")
+
+
+@case
+def parity_batch_size_zero(b, t):
+    return Case(["parity", path(b, "hf"), "--batch-size", "0"],
+                "--batch-size: expected an integer ≥ 1, got 0")
+
+
+@case
+def parity_seq_len_beyond_positions(b, t):
+    return Case(["parity", path(b, "hf"), "--seq-len", "41"],
+                "--seq-len: 41 is more than the model's max_position_embeddings (40)")
+
+
+@case
+def parity_batch_size_not_an_integer(b, t):
+    return Case(["parity", path(b, "hf"), "--batch-size", "two"],
+                "argument --batch-size: invalid int value: 'two'")
+
+
+# tokenizer
+
+@case
+def tokenizer_glob_matches_nothing(b, t):
+    return Case(["tokenizer", "--files", str(t / "*.txt"), "--out", str(t / "vocab")],
+                f"{t / '*.txt'}: no file matches this pattern", absent=(t / "vocab",))
+
+
+@case
+def tokenizer_empty_file(b, t):
+    (t / "empty.txt").write_text("")
+    return Case(["tokenizer", "--files", str(t / "empty.txt"), "--out", str(t / "vocab")],
+                f"{t / 'empty.txt'}: file is empty", absent=(t / "vocab",))
+
+
+@case
+def tokenizer_non_utf8_file(b, t):
+    (t / "latin1.txt").write_bytes("café au lait\n".encode("latin-1"))
+    return Case(["tokenizer", "--files", str(t / "*.txt"), "--out", str(t / "vocab")],
+                f"{t / 'latin1.txt'}: not UTF-8 text (byte 0xe9 at offset 3)",
+                absent=(t / "vocab",))
+
+
+@case
+def tokenizer_vocab_size_below_special_tokens(b, t):
+    return Case(["tokenizer", "--files", path(b, "texts.txt"), "--vocab-size", "3", "--out",
+                 str(t / "vocab")], "vocab_size: expected an integer > 5, got 3",
+                absent=(t / "vocab",))
+
+
+@case
+def tokenizer_out_is_a_file(b, t):
+    (t / "vocab").write_text("not a directory")
+    return Case(["tokenizer", "--files", path(b, "texts.txt"), "--vocab-size", "50", "--out",
+                 str(t / "vocab")], f"{t / 'vocab'}: exists and is not a directory")
+
+
+# pretrain
+
+def pretrain(b, t, *overrides, workdir=None):
+    return ["pretrain", "--config", path(b, "pretrain.py"), "--workdir",
+            str(workdir or t / "work"), *overrides]
+
+
+@case
+def pretrain_config_file_missing(b, t):
+    return Case(["pretrain", "--config", str(t / "nope.py"), "--workdir", str(t / "work")],
+                f"{t / 'nope.py'}: config file not found", absent=(t / "work",))
+
+
+@case
+def pretrain_config_syntax_error(b, t):
+    (t / "broken.py").write_text("def get_config(:\n    pass\n")
+    return Case(["pretrain", "--config", str(t / "broken.py"), "--workdir", str(t / "work")],
+                f"{t / 'broken.py'}:1: invalid Python", absent=(t / "work",))
+
+
+@case
+def pretrain_config_raises(b, t):
+    (t / "raises.py").write_text("def get_config():\n    return undefined_name\n")
+    return Case(["pretrain", "--config", str(t / "raises.py"), "--workdir", str(t / "work")],
+                f"{t / 'raises.py'}:2: NameError: name 'undefined_name' is not defined",
+                absent=(t / "work",))
+
+
+@case
+def pretrain_config_field_of_wrong_type(b, t):
+    (t / "typed.py").write_text("from bert_jax.train_config import PretrainConfig\n"
+                                "def get_config():\n    return PretrainConfig(steps='10')\n")
+    return Case(["pretrain", "--config", str(t / "typed.py"), "--workdir", str(t / "work")],
+                "config.steps: expected int, got '10'", absent=(t / "work",))
+
+
+@case
+def pretrain_unknown_override(b, t):
+    return Case(pretrain(b, t, "--config.stpes=3"),
+                "--config.stpes: unknown config field; did you mean steps",
+                absent=(t / "work",))
+
+
+@case
+def pretrain_override_not_a_number(b, t):
+    return Case(pretrain(b, t, "--config.steps=abc"), "--config.steps: expected int, got 'abc'",
+                absent=(t / "work",))
+
+
+@case
+def pretrain_batch_size_zero(b, t):
+    return Case(pretrain(b, t, "--config.batch_size=0"),
+                "config.batch_size: expected an integer ≥ 1, got 0", absent=(t / "work",))
+
+
+@case
+def pretrain_learning_rate_negative(b, t):
+    return Case(pretrain(b, t, "--config.learning_rate=-0.001"),
+                "config.learning_rate: expected a positive number, got -0.001",
+                absent=(t / "work",))
+
+
+@case
+def pretrain_learning_rate_nan(b, t):
+    return Case(pretrain(b, t, "--config.learning_rate=nan"),
+                "config.learning_rate: expected a positive number, got nan",
+                absent=(t / "work",))
+
+
+@case
+def pretrain_masked_lm_prob_above_one(b, t):
+    return Case(pretrain(b, t, "--config.masked_lm_prob=1.5"),
+                "config.masked_lm_prob: expected a value in [0, 1), got 1.5",
+                absent=(t / "work",))
+
+
+@case
+def pretrain_max_seq_length_beyond_positions(b, t):
+    return Case(pretrain(b, t, "--config.max_seq_length=64"),
+                "config.max_seq_length: 64 exceeds the model's max_position_embeddings (40)",
+                absent=(t / "work",))
+
+
+@case
+def pretrain_train_files_match_nothing(b, t):
+    return Case(pretrain(b, t, f"--config.train_files={t / 'none' / '*.txt'}"),
+                f"{t / 'none' / '*.txt'}: no file matches this pattern", absent=(t / "work",))
+
+
+@case
+def pretrain_train_file_empty(b, t):
+    (t / "empty.txt").write_text("")
+    return Case(pretrain(b, t, f"--config.train_files={t / 'empty.txt'}"),
+                f"{t / 'empty.txt'}: file is empty", absent=(t / "work",))
+
+
+@case
+def pretrain_train_file_non_utf8(b, t):
+    (t / "corpus").mkdir()
+    (t / "corpus" / "a.txt").write_text("The cat sat. The dog read.\n")
+    (t / "corpus" / "b.txt").write_bytes(b"The caf\xe9 was shut. It rained.\n")
+    return Case(pretrain(b, t, f"--config.train_files={t / 'corpus' / '*.txt'}"),
+                f"{t / 'corpus' / 'b.txt'}: not UTF-8 text", absent=(t / "work",))
+
+
+@case
+def pretrain_vocab_missing(b, t):
+    return Case(pretrain(b, t, f"--config.vocab={t / 'vocab.txt'}"),
+                f"{t / 'vocab.txt'}: tokenizer file not found", absent=(t / "work",))
+
+
+@case
+def pretrain_model_json_malformed(b, t):
+    (t / "model.json").write_text("{'vocab_size': 97}")
+    return Case(pretrain(b, t, f"--config.model={t / 'model.json'}"),
+                f"{t / 'model.json'}: not valid JSON", absent=(t / "work",))
+
+
+@case
+def pretrain_model_vocab_size_mismatch(b, t):
+    shutil.copy(path(b, "model.json"), t / "model.json")
+    edit_json(t / "model.json", vocab_size=120)
+    return Case(pretrain(b, t, f"--config.model={t / 'model.json'}"),
+                f"{t / 'model.json'}: vocab_size 120 does not match the vocabulary (97 tokens)",
+                absent=(t / "work",))
+
+
+@case
+def pretrain_workdir_holds_another_model(b, t):
+    """An existing run (its config.json, checkpoints/ and its own vocab/) must stay untouched."""
+    from bert_jax.config import BertConfig
+    work = t / "run"
+    (work / "checkpoints" / "2").mkdir(parents=True)
+    (work / "checkpoints" / "2" / "marker").write_text("a checkpoint")
+    (work / "vocab").mkdir()
+    (work / "vocab" / "vocab.txt").write_text("".join(tk + "\n" for tk in VOCAB[:60]))
+    BertConfig(vocab_size=97, hidden_size=48, num_hidden_layers=2, num_attention_heads=3,
+               intermediate_size=37, max_position_embeddings=40).to_json_file(
+        str(work / "config.json"))
+    return Case(pretrain(b, t, workdir=work),
+                f"{work}: holds a checkpoint of a different model (hidden_size 48 there, "
+                f"32 here")
+
+
+@case
+def pretrain_init_from_corrupt(b, t):
+    src = copy(b / "ours", t / "init")
+    for f in orbax_files(src):
+        os.truncate(f, os.path.getsize(f) // 2)
+    return Case(pretrain(b, t, f"--config.init_from={src}"),
+                f"{src}/params: not a readable orbax checkpoint", absent=(t / "work",))
+
+
+# finetune
+
+def finetune(b, t, *extra, init=None, train=None, validation=None):
+    return ["finetune", "--init", str(init or path(b, "hf")), "--train",
+            str(train or path(b, "data.csv")), "--validation",
+            str(validation or path(b, "data.csv")), "--workdir", str(t / "work"),
+            "--max-seq-length", "16", "--batch-size", "4", "--epochs", "1", *extra]
+
+
+@case
+def finetune_init_missing(b, t):
+    return Case(finetune(b, t, init=t / "nope"), f"{t / 'nope'}: no such model directory",
+                absent=(t / "work",))
+
+
+@case
+def finetune_train_file_missing(b, t):
+    return Case(finetune(b, t, train=t / "train.csv"), f"{t / 'train.csv'}: file not found",
+                absent=(t / "work",))
+
+
+@case
+def finetune_csv_malformed(b, t):
+    (t / "train.csv").write_text('text,label\n"a good film,pos\nbad,neg,extra,fields\n')
+    return Case(finetune(b, t, train=t / "train.csv"),
+                f"{t / 'train.csv'}: could not read as csv", absent=(t / "work",))
+
+
+@case
+def finetune_csv_non_utf8(b, t):
+    (t / "train.csv").write_bytes(b"text,label\ncaf\xe9,pos\nbad,neg\n")
+    return Case(finetune(b, t, train=t / "train.csv"),
+                f"{t / 'train.csv'}: not UTF-8 text (byte 0xe9", absent=(t / "work",))
+
+
+@case
+def finetune_jsonl_malformed(b, t):
+    (t / "train.jsonl").write_text('{"text": "a good film", "label": "pos"}\n{"text": "bad",\n')
+    return Case(finetune(b, t, train=t / "train.jsonl"),
+                f"{t / 'train.jsonl'}: could not read as jsonl", absent=(t / "work",))
+
+
+@case
+def finetune_train_file_empty(b, t):
+    (t / "train.csv").write_text("")
+    return Case(finetune(b, t, train=t / "train.csv"), f"{t / 'train.csv'}: empty file",
+                absent=(t / "work",))
+
+
+@case
+def finetune_label_column_missing(b, t):
+    return Case(finetune(b, t, "--label-column", "stars"),
+                f"{path(b, 'data.csv')}: no column 'stars'; columns present: text, label",
+                absent=(t / "work",))
+
+
+@case
+def finetune_epochs_zero(b, t):
+    return Case(finetune(b, t, "--epochs", "0"), "config.epochs: expected an integer ≥ 1, got 0",
+                absent=(t / "work",))
+
+
+@case
+def finetune_batch_size_negative(b, t):
+    return Case(finetune(b, t, "--batch-size", "-4"),
+                "config.batch_size: expected an integer ≥ 1, got -4", absent=(t / "work",))
+
+
+@case
+def finetune_max_seq_length_beyond_positions(b, t):
+    return Case(finetune(b, t, "--max-seq-length", "64"),
+                "config.max_seq_length: 64 exceeds the model's max_position_embeddings (40)",
+                absent=(t / "work",))
+
+
+@case
+def finetune_vocab_larger_than_model(b, t):
+    init = copy(b / "hf", t / "init")
+    with open(os.path.join(init, "vocab.txt"), "a", encoding="utf-8") as f:
+        f.writelines(f"extra{i}\n" for i in range(23))
+    return Case(finetune(b, t, init=init),
+                f"{init}/vocab.txt: 120 tokens, more than the model's vocab_size (97)",
+                absent=(t / "work",))
+
+
+@case
+def finetune_workdir_of_another_task(b, t):
+    (t / "work" / "checkpoints").mkdir(parents=True)
+    (t / "work" / "labels.json").write_text('["spam", "ham"]\n')
+    return Case(finetune(b, t), f"{t / 'work'}: holds a run with labels spam, ham, this data "
+                                f"has neg, pos")
+
+
+# predict
+
+def predict(b, t, *extra, model=None, input=None, output=None):
+    return ["predict", str(model or path(b, "ours_cls")), "--input",
+            str(input or path(b, "data.csv")), "--output", str(output or t / "pred.csv"),
+            "--max-seq-length", "32", *extra]
+
+
+@case
+def predict_model_missing(b, t):
+    return Case(predict(b, t, model=t / "nope"), f"{t / 'nope'}: no such model directory",
+                absent=(t / "pred.csv",))
+
+
+@case
+def predict_model_without_classifier(b, t):
+    return Case(predict(b, t, model=path(b, "ours")),
+                f"model: has no classifier head in {path(b, 'ours')}",
+                absent=(t / "pred.csv",))
+
+
+@case
+def predict_input_missing(b, t):
+    return Case(predict(b, t, input=t / "in.csv"), f"{t / 'in.csv'}: file not found",
+                absent=(t / "pred.csv",))
+
+
+@case
+def predict_unknown_output_type(b, t):
+    return Case(predict(b, t, output=t / "pred.xlsx"),
+                f"{t / 'pred.xlsx'}: unknown output type .xlsx", absent=(t / "pred.xlsx",))
+
+
+@case
+def predict_output_directory_missing(b, t):
+    return Case(predict(b, t, output=t / "no" / "pred.csv"),
+                f"{t / 'no' / 'pred.csv'}: directory {t / 'no'} does not exist")
+
+
+@case
+def predict_text_column_missing(b, t):
+    return Case(predict(b, t, "--text-column", "review"),
+                f"{path(b, 'data.csv')}: no column 'review'", absent=(t / "pred.csv",))
+
+
+@case
+def predict_txt_input_non_utf8(b, t):
+    (t / "in.txt").write_bytes(b"a good film\ncaf\xe9\n")
+    return Case(predict(b, t, input=t / "in.txt"),
+                f"{t / 'in.txt'}: not UTF-8 text (byte 0xe9 at offset 15)",
+                absent=(t / "pred.csv",))
+
+
+@case
+def predict_corrupt_params(b, t):
+    model = copy(b / "ours_cls", t / "model")
+    for f in orbax_files(model):
+        os.truncate(f, os.path.getsize(f) // 2)
+    return Case(predict(b, t, model=model), f"{model}/params: not a readable orbax checkpoint",
+                absent=(t / "pred.csv",))
+
+
+@case
+def predict_batch_size_zero(b, t):
+    return Case(predict(b, t, "--batch-size", "0"),
+                "--batch-size: expected an integer ≥ 1, got 0", absent=(t / "pred.csv",))
+
+
+@case
+def predict_output_is_the_input(b, t):
+    shutil.copy(path(b, "data.csv"), t / "data.csv")
+    return Case(predict(b, t, input=t / "data.csv", output=t / "data.csv"),
+                f"{t / 'data.csv'}: --output would overwrite --input")
+
+
+# fill-mask
+
+@case
+def fill_mask_model_missing(b, t):
+    return Case(["fill-mask", str(t / "nope"), "a [MASK] day"],
+                f"{t / 'nope'}: no such model directory")
+
+
+@case
+def fill_mask_no_mask_token(b, t):
+    return Case(["fill-mask", path(b, "ours"), "a good day"], "text: has no [MASK] token")
+
+
+@case
+def fill_mask_model_without_mlm_head(b, t):
+    return Case(["fill-mask", path(b, "hf_base"), "a [MASK] day"],
+                f"model: has no masked-LM head in {path(b, 'hf_base')}")
+
+
+@case
+def fill_mask_top_k_zero(b, t):
+    return Case(["fill-mask", path(b, "ours"), "a [MASK] day", "--top-k", "0"],
+                "--top-k: expected an integer ≥ 1, got 0")
+
+
+@case
+def fill_mask_mask_past_the_positions(b, t):
+    return Case(["fill-mask", path(b, "ours"), LONG + " the [MASK] ."],
+                "text: [MASK] at token 68 of 70 is past the model's 40 positions")
+
+
+@case
+def fill_mask_vocab_larger_than_model(b, t):
+    model = copy(b / "ours", t / "model")
+    with open(os.path.join(model, "vocab.txt"), "a", encoding="utf-8") as f:
+        f.writelines(f"extra{i}\n" for i in range(3))
+    return Case(["fill-mask", model, "a [MASK] day"],
+                f"{model}/vocab.txt: 100 tokens, more than the model's vocab_size (97)")
+
+
+# embed
+
+@case
+def embed_output_not_npy(b, t):
+    return Case(["embed", path(b, "hf_base"), "--input", path(b, "texts.txt"), "--output",
+                 str(t / "vectors.csv")], f"{t / 'vectors.csv'}: unknown output type .csv; "
+                                          f"expected .npy", absent=(t / "vectors.csv",))
+
+
+@case
+def embed_empty_input(b, t):
+    (t / "in.txt").write_text("\n\n")
+    return Case(["embed", path(b, "hf_base"), "--input", str(t / "in.txt"), "--output",
+                 str(t / "v.npy")], f"{t / 'in.txt'}: no rows", absent=(t / "v.npy",))
+
+
+@case
+def embed_batch_size_zero(b, t):
+    return Case(["embed", path(b, "hf_base"), "--input", path(b, "texts.txt"), "--output",
+                 str(t / "v.npy"), "--batch-size", "0"],
+                "--batch-size: expected an integer ≥ 1, got 0", absent=(t / "v.npy",))
+
+
+@case
+def embed_max_seq_length_too_small(b, t):
+    return Case(["embed", path(b, "hf_base"), "--input", path(b, "texts.txt"), "--output",
+                 str(t / "v.npy"), "--max-seq-length", "2"],
+                "--max-seq-length: expected an integer ≥ 3, got 2", absent=(t / "v.npy",))
+
+
+@case
+def embed_malformed_jsonl_input(b, t):
+    (t / "in.jsonl").write_text('{"text": "ok"}\nnot json\n')
+    return Case(["embed", path(b, "hf_base"), "--input", str(t / "in.jsonl"), "--output",
+                 str(t / "v.npy")], f"{t / 'in.jsonl'}: could not read as jsonl",
+                absent=(t / "v.npy",))
+
+
+@case
+def embed_unknown_pooling(b, t):
+    return Case(["embed", path(b, "hf_base"), "--input", path(b, "texts.txt"), "--output",
+                 str(t / "v.npy"), "--pooling", "max"],
+                "argument --pooling: invalid choice: 'max'", absent=(t / "v.npy",))
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_bad_input_is_one_line_and_changes_nothing(name, b, tmp_path, capfd, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # relative defaults (runs/, .cache/) would land where we look
+    c = CASES[name](b, tmp_path)
+    before = snapshot(tmp_path, b)
+    code = cli.main([str(a) for a in c.argv])
+    out, err = capfd.readouterr()
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert code == 2, err  # the catch-all for unexpected exceptions exits 1
+    assert lines[0].startswith(f"bert-jax {c.argv[0]}: error: "), lines[0]
+    assert "--debug" not in lines[0], "hit the catch-all: " + lines[0]
+    assert c.needle in lines[0]
+    assert snapshot(tmp_path, b) == before
+    for p in c.absent:
+        assert not os.path.exists(p), p
+
+
+def test_an_unexpected_exception_is_one_line_exit_1(b, tmp_path, capfd, monkeypatch):
+    """The catch-all the sweep must never reach: a bug still prints one line, not a traceback."""
+    from bert_jax import inference
+
+    def broken(*args, **kwargs):
+        raise TypeError("something nobody checked\nsecond line")
+    monkeypatch.setattr(inference, "embed", broken)
+    argv = ["embed", path(b, "hf_base"), "--input", path(b, "texts.txt"), "--output",
+            str(tmp_path / "v.npy"), "--max-seq-length", "16"]
+    assert cli.main(argv) == 1
+    assert capfd.readouterr().err.splitlines() == [
+        "bert-jax embed: error: unexpected TypeError: something nobody checked (run with "
+        "--debug for the traceback)"]
+    assert os.listdir(tmp_path) == []
+    with pytest.raises(TypeError):
+        cli.main(["--debug", *argv])
+
+
+# -- too-long text: truncated with one counted warning, not an error -----------------------------
+
+def warnings_of(capfd, command) -> list[str]:
+    err = [line for line in capfd.readouterr().err.splitlines() if line.strip()]
+    assert all(line.startswith(f"bert-jax {command}: warning: ") for line in err), err
+    return err
+
+
+def test_predict_clamps_max_seq_length_to_the_model(b, tmp_path, capfd):
+    out = tmp_path / "pred.jsonl"
+    assert cli.main(["predict", path(b, "ours_cls"), "--input", path(b, "data.csv"),
+                     "--output", str(out)]) == 0  # default --max-seq-length 128 > 40 positions
+    assert warnings_of(capfd, "predict") == [
+        "bert-jax predict: warning: --max-seq-length 128 is more than the model's 40 positions "
+        "(max_position_embeddings); using 40"]
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert len(rows) == 8 and all(r["predicted_label"] in ("LABEL_0", "LABEL_1") for r in rows)
+
+
+def test_predict_counts_truncated_texts(b, tmp_path, capfd):
+    source, out = tmp_path / "in.csv", tmp_path / "pred.csv"
+    source.write_text(f"text\n{LONG}\nshort\n{LONG} {LONG}\nok\n", encoding="utf-8")
+    assert cli.main(["predict", path(b, "ours_cls"), "--input", str(source), "--output",
+                     str(out), "--max-seq-length", "32"]) == 0
+    assert warnings_of(capfd, "predict") == [
+        "bert-jax predict: warning: 2 of 4 texts were longer than 32 tokens and were truncated"]
+    assert len(out.read_text(encoding="utf-8").splitlines()) == 5
+
+
+def test_embed_clamps_and_counts_truncated_texts(b, tmp_path, capfd):
+    source, out = tmp_path / "in.txt", tmp_path / "v.npy"
+    source.write_text(f"{LONG}\nshort\nok\n", encoding="utf-8")
+    assert cli.main(["embed", path(b, "hf_base"), "--input", str(source), "--output",
+                     str(out), "--max-seq-length", "100"]) == 0
+    assert warnings_of(capfd, "embed") == [
+        "bert-jax embed: warning: --max-seq-length 100 is more than the model's 40 positions "
+        "(max_position_embeddings); using 40",
+        "bert-jax embed: warning: 1 of 3 texts were longer than 40 tokens and were truncated"]
+    assert np.load(out).shape == (3, 32)
+
+
+def test_fill_mask_truncates_a_long_text_with_the_mask_inside(b, capfd):
+    assert cli.main(["fill-mask", path(b, "ours"), "the [MASK] sat . " + LONG]) == 0
+    captured = capfd.readouterr()
+    err = [line for line in captured.err.splitlines() if line.strip()]
+    assert err == ["bert-jax fill-mask: warning: 1 of 1 texts were longer than 40 tokens and "
+                   "were truncated"]
+    assert captured.out.startswith("[MASK]:") and len(captured.out.splitlines()) == 6
+
+
+# -- the real entry point ------------------------------------------------------------------------
+
+def run_entry_point(*argv, script=False):
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    cmd = ([os.path.join(os.path.dirname(sys.executable), "bert-jax")] if script
+           else [sys.executable, "-m", "bert_jax.cli"])
+    return subprocess.run([*cmd, *argv], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_entry_point_prints_one_line(tmp_path):
+    proc = run_entry_point("tokenizer", "--files", str(tmp_path / "*.txt"), "--out",
+                           str(tmp_path / "vocab"))
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        f"bert-jax tokenizer: error: {tmp_path / '*.txt'}: no file matches this pattern"]
+    assert os.listdir(tmp_path) == []
+
+
+def test_console_script_prints_one_line_for_a_usage_error(tmp_path):
+    proc = run_entry_point("predict", str(tmp_path), "--input", "x.csv", script=True)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        "bert-jax predict: error: the following arguments are required: --output "
+        "(see bert-jax predict --help)"]
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    proc = run_entry_point("--debug", "tokenizer", "--files", str(tmp_path / "*.txt"), "--out",
+                           str(tmp_path / "vocab"))
+    assert proc.returncode != 0
+    assert "Traceback (most recent call last)" in proc.stderr
+    assert "BertJaxError" in proc.stderr and "no file matches this pattern" in proc.stderr

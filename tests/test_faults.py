@@ -1,0 +1,152 @@
+"""Killed runs and failed saves lose nothing: after SIGKILL at random moments, SIGKILL in the
+middle of a checkpoint save, SIGTERM, or a disk that fills during a save, the same command
+resumes from the last complete checkpoint and ends bit-identical to an uninterrupted run.
+
+Random kill moments change every run (set BERT_JAX_FAULT_SEED to replay one); a failure
+message names the seed. Faults are injected by tests/fault_driver.py, never by the library.
+"""
+
+import os
+import random
+import signal
+import subprocess
+import time
+
+import numpy as np
+import pytest
+from conftest import train
+
+RUN = ["--config.steps=120", "--config.checkpoint_every=5", "--config.log_every=10",
+       "--config.keep_checkpoints=3"]
+TMP = ".orbax-checkpoint-tmp"
+
+
+def complete_steps(workdir) -> list[int]:
+    directory = os.path.join(workdir, "checkpoints")
+    names = os.listdir(directory) if os.path.isdir(directory) else []
+    return sorted(int(n) for n in names if n.isdigit())
+
+
+def half_written(workdir) -> list[str]:
+    directory = os.path.join(workdir, "checkpoints")
+    return [n for n in os.listdir(directory) if TMP in n] if os.path.isdir(directory) else []
+
+
+def params_of(workdir) -> dict:
+    from flax import traverse_util
+
+    from bert_jax.checkpoint import latest_params
+    step, params = latest_params(str(workdir))
+    return step, traverse_util.flatten_dict(params)
+
+
+def assert_same_params(workdir, reference_dir):
+    (step, ours), (ref_step, ref) = params_of(workdir), params_of(reference_dir)
+    assert step == ref_step == 120
+    assert ours.keys() == ref.keys()
+    for k in ref:
+        assert np.array_equal(ours[k], ref[k]), k
+
+
+def error_lines(err: str) -> list[str]:
+    return [line for line in err.splitlines() if "error" in line.lower()]
+
+
+@pytest.fixture(scope="module")
+def reference(pretrain_setup, tmp_path_factory):
+    """The uninterrupted run every faulted run must end identical to, and its wall time."""
+    _, overrides = pretrain_setup
+    workdir = tmp_path_factory.mktemp("reference")
+    started = time.time()
+    code, _, err = train(workdir, [*overrides, *RUN])
+    assert code == 0, err
+    return workdir, time.time() - started
+
+
+def test_sigkill_at_random_moments_resumes_exactly(pretrain_setup, reference, tmp_path):
+    _, overrides = pretrain_setup
+    reference_dir, seconds = reference
+    seed = int(os.environ.get("BERT_JAX_FAULT_SEED", time.time_ns() % 2**32))
+    rng = random.Random(seed)
+    workdir, moments = tmp_path / "run", []
+    for _ in range(3):
+        before = complete_steps(workdir)
+        proc = train(workdir, [*overrides, *RUN], wait=False)
+        moments.append(round(rng.uniform(0.3, 1.0) * seconds, 2))
+        try:
+            proc.wait(timeout=moments[-1])
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGKILL)
+        _, err = proc.communicate()
+        context = f"seed {seed}, kills at {moments} s: {err[-2000:]}"
+        assert proc.returncode in (0, -signal.SIGKILL), context
+        if before and "resuming from" in err:  # got as far as restoring: the latest complete
+            assert f"resuming from {workdir / 'checkpoints'}/{before[-1]}\n" in err, context
+        if proc.returncode == 0:
+            break
+        assert not complete_steps(workdir) or complete_steps(workdir)[-1] >= (before or [0])[-1]
+    latest = complete_steps(workdir)
+    code, _, err = train(workdir, [*overrides, *RUN])
+    assert code == 0, f"seed {seed}, kills at {moments} s: {err[-2000:]}"
+    if latest and latest[-1] < 120:
+        assert f"resuming from {workdir / 'checkpoints'}/{latest[-1]}\n" in err
+    assert half_written(workdir) == []
+    assert_same_params(workdir, reference_dir)
+
+
+def test_sigkill_in_the_middle_of_a_save(pretrain_setup, reference, tmp_path):
+    """Killed with checkpoint 10 fully written but not committed: it is never restored, the
+    rerun resumes from 5, removes the leftover and saves 10 again. (Orbax also saves the first
+    step of a fresh run.)"""
+    _, overrides = pretrain_setup
+    code, _, err = train(tmp_path, [*overrides, *RUN], script="tests/fault_driver.py",
+                         env={"BERT_JAX_FAULT": "kill_at_commit:10"})
+    assert code == -signal.SIGKILL, err
+    assert complete_steps(tmp_path) == [1, 5] and half_written(tmp_path) == [f"10{TMP}"]
+    assert os.listdir(tmp_path / "checkpoints" / f"10{TMP}")  # the data was written
+    code, _, err = train(tmp_path, [*overrides, *RUN])
+    assert code == 0, err
+    assert f"resuming from {tmp_path / 'checkpoints'}/5\n" in err
+    assert half_written(tmp_path) == []
+    assert complete_steps(tmp_path) == [110, 115, 120]
+    assert_same_params(tmp_path, reference[0])
+
+
+def test_sigterm_saves_exits_and_resumes_exactly(pretrain_setup, reference, tmp_path):
+    _, overrides = pretrain_setup
+    proc = train(tmp_path, [*overrides, *RUN], wait=False)
+    deadline = time.time() + 180
+    while not (tmp_path / "metrics.jsonl").is_file():  # training has started
+        assert proc.poll() is None and time.time() < deadline, proc.communicate()[1]
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    if proc.returncode == 0:
+        pytest.fail("the run finished before SIGTERM arrived; make RUN longer")
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    step = int(err.split("stopped by signal 15 at step ")[1].split(";")[0])
+    assert complete_steps(tmp_path)[-1] == step and half_written(tmp_path) == []
+    code, _, err = train(tmp_path, [*overrides, *RUN])
+    assert code == 0, err
+    assert f"resuming from {tmp_path / 'checkpoints'}/{step}\n" in err
+    assert_same_params(tmp_path, reference[0])
+
+
+def test_full_disk_during_a_save_fails_loudly_and_keeps_the_last_checkpoint(
+        pretrain_setup, reference, tmp_path):
+    _, overrides = pretrain_setup
+    code, _, err = train(tmp_path, [*overrides, *RUN], script="tests/fault_driver.py",
+                         env={"BERT_JAX_FAULT": "disk_full_after:10"})
+    assert code == 2, err
+    assert "Traceback" not in err, err
+    assert error_lines(err) == [
+        f"bert-jax pretrain: error: {tmp_path / 'checkpoints'}: saving a checkpoint failed "
+        f"(File too large); the last complete checkpoint, step 10, is intact and the same "
+        f"command resumes from it"], err
+    assert complete_steps(tmp_path) == [1, 5, 10]
+    assert not (tmp_path / "export").exists()
+    code, _, err = train(tmp_path, [*overrides, *RUN])  # space again: resume from step 10
+    assert code == 0, err
+    assert f"resuming from {tmp_path / 'checkpoints'}/10\n" in err
+    assert half_written(tmp_path) == []
+    assert_same_params(tmp_path, reference[0])
