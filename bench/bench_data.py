@@ -68,12 +68,16 @@ def main():
         size = args.batch_size
         from_arrays = _rate(lambda s: batches.batch_for_step(arrays, s, size, 0), args.steps)
         from_arrow = _rate(lambda s: batches.batch_for_step(dataset, s, size, 0), args.steps)
-        spec = masking.MaskingSpec.from_tokenizer(tokenizer)
         mask = jax.jit(masking.mask_batch, static_argnames="spec")
         key = jax.random.key(0)
         batch = batches.batch_for_step(arrays, 0, size, 0)
-        masked = _rate(lambda s: jax.block_until_ready(
-            mask(jax.random.fold_in(key, s), batch, spec)), args.steps)
+        lookup = tok_lib.continuation_lookup(tokenizer)
+        masked = {}
+        for whole_word in (False, True):
+            spec = masking.MaskingSpec.from_tokenizer(tokenizer, whole_word=whole_word)
+            masked[whole_word] = _rate(lambda s: jax.block_until_ready(
+                mask(jax.random.fold_in(key, s), batch, spec, lookup if whole_word else None)),
+                args.steps)
 
     tokens = int(np.sum(arrays["attention_mask"]))
     print(f"corpus: {len(paths)} files, {megabytes:.2f} MB; {vocab_name}; "
@@ -83,7 +87,8 @@ def main():
             ("build, warm cache", f"{warm:.3f} s", f"{megabytes / warm:.0f} MB text/s"),
             (f"batches from arrays (B={size})", "", f"{from_arrays:.0f} batches/s"),
             (f"batches from Arrow (B={size})", "", f"{from_arrow:.0f} batches/s"),
-            (f"jitted mask_batch (B={size})", "", f"{masked:.0f} batches/s")]
+            (f"jitted mask_batch (B={size})", "", f"{masked[False]:.0f} batches/s"),
+            (f"  whole-word (B={size})", "", f"{masked[True]:.0f} batches/s")]
     print(f"| {'stage':<32} | {'time':>8} | {'throughput':>18} |")
     print(f"|{'-' * 34}|{'-' * 10}|{'-' * 20}|")
     for name, seconds, rate in rows:

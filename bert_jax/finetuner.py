@@ -78,7 +78,7 @@ def finetune(cfg: FinetuneConfig, workdir: str) -> dict:
                       out_shardings=(replicated, replicated), donate_argnums=(0,))
     logits_fn = jax.jit(train_step.classification_logits, in_shardings=(replicated, sharded),
                         out_shardings=replicated)
-    key = jax.random.key(cfg.seed)
+    key = sharding.replicated_key(cfg.seed, mesh)
     writer = MetricWriter(workdir, enabled=main)
     history = _read_json(os.path.join(workdir, "epochs.json"), [])
     pc, pi = jax.process_count(), jax.process_index()

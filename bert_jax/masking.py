@@ -108,36 +108,64 @@ def mask_tokens(key: jax.Array, input_ids: jax.Array, special_mask: jax.Array, *
     n_predict = jnp.asarray(table, jnp.int32)[n_real]  # (B,)
 
     if is_continuation is None:
-        chosen = _choose_tokens(key_choose, maskable, n_predict)
+        positions, count = _choose_tokens(key_choose, maskable, n_predict, num_predictions)
     else:
         chosen = _choose_words(key_choose, maskable, is_continuation.astype(bool), n_predict)
-
-    # Chosen positions in ascending order first, the rest after; keep the first P.
-    index = jnp.arange(length)
-    order = jnp.argsort(jnp.where(chosen, index, length + index), axis=-1)  # (B, L)
-    if num_predictions > length:
-        order = jnp.pad(order, ((0, 0), (0, num_predictions - length)))
-    order = order[:, :num_predictions]  # (B, P)
-    weights = jnp.arange(num_predictions) < chosen.sum(axis=-1, keepdims=True)  # (B, P)
-    positions = jnp.where(weights, order, 0).astype(jnp.int32)
+        positions, count = _ascending_positions(chosen, num_predictions)
+    weights = jnp.arange(positions.shape[1]) < count[:, None]  # (B, K), K = min(P, L)
+    positions = jnp.where(weights, positions, 0).astype(jnp.int32)
     labels = jnp.where(weights, jnp.take_along_axis(input_ids, positions, axis=-1), 0)
 
-    action = jax.random.uniform(key_action, (batch_size, length))  # (B, L)
-    random_ids = jax.random.randint(key_random, (batch_size, length), 0, vocab_size)
-    corrupted = jnp.where(action < 0.8, mask_token_id,
-                          jnp.where(action < 0.9, random_ids, input_ids))
-    masked_ids = jnp.where(chosen, corrupted, input_ids).astype(input_ids.dtype)
-    return {"input_ids": masked_ids, "masked_lm_positions": positions,
-            "masked_lm_ids": labels.astype(jnp.int32),
-            "masked_lm_weights": weights.astype(jnp.float32)}
+    # 80/10/10 drawn per prediction slot (B, K), then written back to the chosen positions
+    action = jax.random.uniform(key_action, positions.shape)
+    random_ids = jax.random.randint(key_random, positions.shape, 0, vocab_size)
+    corrupted = jnp.where(action < 0.8, mask_token_id, jnp.where(action < 0.9, random_ids, labels))
+    rows = jnp.arange(batch_size)[:, None]
+    masked_ids = input_ids.at[rows, jnp.where(weights, positions, length)].set(
+        corrupted.astype(input_ids.dtype), mode="drop")  # padding slots write nothing
+
+    pad = ((0, 0), (0, num_predictions - positions.shape[1]))  # P > L: pad to P
+    return {"input_ids": masked_ids, "masked_lm_positions": jnp.pad(positions, pad),
+            "masked_lm_ids": jnp.pad(labels, pad).astype(jnp.int32),
+            "masked_lm_weights": jnp.pad(weights, pad).astype(jnp.float32)}
 
 
-def _choose_tokens(key, maskable, n_predict):
-    """(B, L) bool: a uniformly random set of n_predict maskable tokens per row."""
-    scores = jnp.where(maskable, jax.random.uniform(key, maskable.shape), 2.0)  # (B, L)
-    # rank = position in a random order; argsort is stable, so ties cannot choose extra tokens
-    rank = jnp.argsort(jnp.argsort(scores, axis=-1), axis=-1)  # (B, L)
-    return maskable & (rank < n_predict[:, None])
+def _choose_tokens(key, maskable, n_predict, num_predictions):
+    """A uniformly random set of n_predict maskable tokens per row: (B, K) positions, ascending
+    in the first n_predict slots (the rest are past the end), and (B,) their count.
+
+    The n_predict highest of i.i.d. uniform scores (non-maskable tokens score -1), by one
+    partial sort (top_k) of K = min(P, L) rather than a full sort of L.
+    """
+    length = maskable.shape[1]
+    scores = jnp.where(maskable, jax.random.uniform(key, maskable.shape), -1.0)  # (B, L)
+    _, top = jax.lax.top_k(scores, min(num_predictions, length))  # (B, K) distinct, best first
+    keep = jnp.arange(top.shape[1]) < n_predict[:, None]  # n_predict ≤ n_real: all maskable
+    return jnp.sort(jnp.where(keep, top, length), axis=-1), n_predict
+
+
+def _ascending_positions(chosen, num_predictions):
+    """(B, L) bool → (B, K) the first K = min(P, L) chosen positions ascending, and (B,) count."""
+    length = chosen.shape[1]
+    rank = jnp.where(chosen, jnp.cumsum(chosen, axis=-1) - 1, -1)  # (B, L)
+    slots = jnp.arange(min(num_predictions, length))
+    hit = rank[:, None, :] == slots[:, None]  # (B, K, L): slot k holds the k-th chosen position
+    positions = jnp.where(hit, jnp.arange(length), 0).sum(axis=-1)  # (B, K)
+    return positions, jnp.minimum(chosen.sum(axis=-1), len(slots))
+
+
+def _random_order(key, shape):
+    """(B, W) int32: each row a uniformly random permutation of 0 … W-1.
+
+    One single-operand sort of distinct uint32 keys (random bits above, the index below, so
+    ties among the random bits fall to the lower index, as a stable argsort would): on CPU
+    several times faster than argsort, which sorts (key, index) pairs with a general comparator.
+    """
+    width = shape[1]
+    shift = max(1, (width - 1).bit_length())  # low bits hold the index
+    keys = jax.random.bits(key, shape, jnp.uint32) >> shift << shift
+    keys = keys | jnp.arange(width, dtype=jnp.uint32)
+    return (jnp.sort(keys, axis=-1) & jnp.uint32((1 << shift) - 1)).astype(jnp.int32)
 
 
 def _choose_words(key, maskable, is_continuation, n_predict):
@@ -148,10 +176,7 @@ def _choose_words(key, maskable, is_continuation, n_predict):
     word_id = jnp.clip(jnp.cumsum(starts, axis=-1) - 1, 0, length - 1)  # (B, L), per token
     word_len = jax.vmap(lambda w, m: jnp.zeros(length, jnp.int32).at[w].add(m))(
         word_id, maskable.astype(jnp.int32))  # (B, W = L) pieces per word
-    n_words = starts.sum(axis=-1, keepdims=True)  # (B, 1)
-    scores = jnp.where(jnp.arange(length) < n_words,
-                       jax.random.uniform(key, (batch_size, length)), 2.0)  # (B, W)
-    word_order = jnp.argsort(scores, axis=-1)  # (B, W) random order, empty slots last
+    word_order = _random_order(key, (batch_size, length))  # (B, W); empty slots add nothing
     ordered_len = jnp.take_along_axis(word_len, word_order, axis=-1)  # (B, W)
 
     def add_word(count, piece_count):  # count, piece_count: (B,)
@@ -159,7 +184,6 @@ def _choose_words(key, maskable, is_continuation, n_predict):
         return count + jnp.where(take, piece_count, 0), take
 
     _, take = jax.lax.scan(add_word, jnp.zeros(batch_size, jnp.int32), ordered_len.T)
-    take = take.T  # (B, W) in word_order
-    word_chosen = jnp.take_along_axis(take, jnp.argsort(word_order, axis=-1), axis=-1)  # (B, W)
+    rows = jnp.arange(batch_size)[:, None]
+    word_chosen = jnp.zeros_like(take.T).at[rows, word_order].set(take.T)  # (B, W) by word id
     return maskable & jnp.take_along_axis(word_chosen, word_id, axis=-1)
-

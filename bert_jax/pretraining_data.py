@@ -120,7 +120,8 @@ def tokenize_documents(texts: list[str], tokenizer: Tokenizer, documents: str = 
     rows = datasets.Dataset.from_dict({"doc": doc_ids, "text": paragraphs})
     features = datasets.Features({"doc": datasets.Value("int64"),
                                   "ids": datasets.Sequence(datasets.Value("int32"))})
-    sentences = rows.map(_tokenize_paragraphs, batched=True, num_proc=num_proc,
+    sentences = rows.map(_tokenize_paragraphs, batched=True,  # num_proc=1 would still fork a pool
+                         num_proc=num_proc if num_proc > 1 else None,
                          remove_columns=["doc", "text"], features=features,
                          fn_kwargs=dict(tokenizer=tokenizer, sentence_per_line=sentence_per_line),
                          new_fingerprint=f"{fingerprint or 'nocache'}-sentences",

@@ -75,7 +75,17 @@ def global_batch(host_batch: dict[str, np.ndarray], mesh: Mesh) -> dict[str, jax
     return out
 
 
+def replicated_key(seed: int, mesh: Mesh) -> jax.Array:
+    """jax.random.key(seed) committed to every device of the mesh once, so no step re-sends it
+    (made under jit: `device_put` cannot target devices of other processes)."""
+    return jax.jit(lambda: jax.random.key(seed), out_shardings=replicated(mesh))()
+
+
 def fetch(tree):
-    """Device (possibly multi-host replicated) arrays → host numpy, from this process's copy."""
-    return jax.tree.map(lambda x: np.asarray(x.addressable_data(0)) if isinstance(x, jax.Array)
-                        else np.asarray(x), tree)
+    """Device (possibly multi-host replicated) arrays → host numpy, from this process's copy.
+
+    One explicit `jax.device_get` for the whole tree: its copies start together, and the loop
+    runs clean under `jax.transfer_guard("disallow")`.
+    """
+    local = jax.tree.map(lambda x: x.addressable_data(0) if isinstance(x, jax.Array) else x, tree)
+    return jax.tree.map(np.asarray, jax.device_get(local))

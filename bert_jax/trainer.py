@@ -60,9 +60,10 @@ def pretrain(cfg: PretrainConfig, workdir: str) -> dict[str, float]:
                       out_shardings=(replicated, replicated), donate_argnums=(0,))
     eval_fn = jax.jit(train_step.make_pretrain_eval_step(spec, lookup),
                       in_shardings=(replicated, data, replicated), out_shardings=replicated)
-    key = jax.random.key(cfg.seed)
+    key = sharding.replicated_key(cfg.seed, mesh)
+    eval_keys = _eval_keys(key, heldout, cfg)
     writer = MetricWriter(workdir, enabled=main)
-    evaluate = lambda s: _evaluate(eval_fn, s, heldout, cfg, mesh, key, writer)  # noqa: E731
+    evaluate = lambda s: _evaluate(eval_fn, s, heldout, cfg, mesh, eval_keys, writer)  # noqa
     try:
         pc, pi = jax.process_count(), jax.process_index()
         with loop.StopRequest() as stop:
@@ -111,21 +112,25 @@ def _with_loss(values: dict) -> dict:
     return values
 
 
-def _evaluate(eval_fn, state, heldout, cfg, mesh, key, writer) -> dict[str, float]:
-    """Held-out MLM / NSP accuracy and perplexity; the same masks every time (fixed keys)."""
+def _eval_keys(key, heldout, cfg) -> list:
+    """One masking key per held-out batch, made once: the same masks at every evaluation."""
     n = batches.num_examples(heldout) // cfg.batch_size
     n = min(n, cfg.eval_batches) if cfg.eval_batches else n
-    if n == 0:
-        return {}
     eval_key = jax.random.fold_in(key, -1 % 2**31)  # a stream the train steps never use
+    return [jax.random.fold_in(eval_key, i) for i in range(n)]
+
+
+def _evaluate(eval_fn, state, heldout, cfg, mesh, eval_keys, writer) -> dict[str, float]:
+    """Held-out MLM / NSP accuracy and perplexity over len(eval_keys) batches."""
+    if not eval_keys:
+        return {}
     pc, pi = jax.process_count(), jax.process_index()
     local = cfg.batch_size // pc
     per_batch = []
-    for i in range(n):  # dispatched back to back; fetched once below
+    for i, batch_key in enumerate(eval_keys):  # dispatched back to back; fetched once below
         rows = slice(i * cfg.batch_size + pi * local, i * cfg.batch_size + (pi + 1) * local)
         host = {k: v[rows] for k, v in heldout.items()}
-        per_batch.append(eval_fn(state, sharding.global_batch(host, mesh),
-                                 jax.random.fold_in(eval_key, i)))
+        per_batch.append(eval_fn(state, sharding.global_batch(host, mesh), batch_key))
     total = functools.reduce(losses.add, sharding.fetch(per_batch))
     values = losses.means(total)
     values["loss"] = values["mlm_loss"] + values["nsp_loss"]

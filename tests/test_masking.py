@@ -140,3 +140,98 @@ def test_whole_word_needs_the_lookup(tokenizer):
         mask_batch(jax.random.key(0), batch, spec)
     with pytest.raises(BertJaxError, match="max_predictions_per_seq"):
         MaskingSpec.from_tokenizer(tokenizer, max_predictions_per_seq=0)
+
+
+def _chi_square_ok(counts, expected):
+    """Pearson's chi-square against `expected`, under df + 5·sqrt(2·df) (about p = 1e-4)."""
+    counts, expected = np.asarray(counts, float), np.asarray(expected, float)
+    stat = ((counts - expected) ** 2 / expected).sum()
+    df = len(counts) - 1
+    return stat < df + 5 * np.sqrt(2 * df), stat
+
+
+def test_chosen_positions_are_distinct_candidates_of_the_right_count():
+    rng = np.random.default_rng(0)
+    n_rows, length, p = 3000, 24, 6
+    ids = rng.integers(200, 1000, (n_rows, length))
+    lengths = rng.integers(0, length + 1, n_rows)  # some rows all padding, some full
+    ids[np.arange(length) >= lengths[:, None]] = PAD
+    ids[:, 0] = np.where(lengths > 0, CLS, PAD)
+    ids[rng.random((n_rows, length)) < 0.1] = SEP  # specials anywhere, never chosen
+    special = (ids == CLS) | (ids == SEP) | (ids == PAD)
+    out = jax.jit(lambda k, i, s: mask_tokens(k, i, s, vocab_size=1000, mask_token_id=MASK,
+                                                max_predictions_per_seq=p, masked_lm_prob=0.3))(
+        jax.random.key(3), jnp.asarray(ids), jnp.asarray(special))
+    out = {k: np.asarray(v) for k, v in out.items()}
+    weights = out["masked_lm_weights"] > 0
+    expected = [min(p, max(1, round(n * 0.3))) if n else 0 for n in (~special).sum(1)]
+    np.testing.assert_array_equal(weights.sum(1), expected)
+    assert (weights == (np.arange(p) < weights.sum(1, keepdims=True))).all()  # real slots first
+    positions = out["masked_lm_positions"]
+    assert (np.diff(np.where(weights, positions, length + np.arange(p)), axis=1) > 0).all()
+    assert (positions[~weights] == 0).all()
+    chosen = _chosen(out)
+    assert chosen.sum() == weights.sum()  # distinct
+    assert not (chosen & special).any()  # within the candidates
+    assert (out["input_ids"][~chosen] == ids[~chosen]).all()
+    np.testing.assert_array_equal(out["masked_lm_ids"],
+                                  np.where(weights, np.take_along_axis(ids, positions, 1), 0))
+
+
+def test_every_subset_of_candidates_is_equally_likely():
+    # [CLS] a b [SEP] c d e [SEP] f g h [PAD]: 8 candidates, round(8 · 0.3) = 2 chosen
+    row = np.array([CLS, 1, 2, SEP, 3, 4, 5, SEP, 6, 7, 8, PAD])
+    candidates = [1, 2, 4, 5, 6, 8, 9, 10]
+    n_rows = 28 * 2000
+    ids = jnp.asarray(np.tile(row, (n_rows, 1)))
+    special = (ids == CLS) | (ids == SEP) | (ids == PAD)
+    out = jax.jit(lambda k, i, s: mask_tokens(k, i, s, vocab_size=200, mask_token_id=MASK,
+                                                max_predictions_per_seq=4, masked_lm_prob=0.3))(
+        jax.random.key(11), ids, special)  # arguments, not closed-over constants XLA would fold
+    weights = np.asarray(out["masked_lm_weights"])
+    assert (weights.sum(1) == 2).all()
+    pairs = np.asarray(out["masked_lm_positions"])[:, :2]
+    index = {(a, b): i for i, (a, b) in enumerate(
+        (a, b) for j, a in enumerate(candidates) for b in candidates[j + 1:])}
+    counts = np.bincount([index[(a, b)] for a, b in pairs.tolist()], minlength=len(index))
+    ok, stat = _chi_square_ok(counts, np.full(len(index), n_rows / len(index)))
+    assert len(index) == 28 and ok, (stat, counts)
+
+
+def test_whole_words_follow_the_random_order_greedy_distribution():
+    # five words of 1, 2, 1, 3, 1 pieces (8 pieces: n = round(8 · 0.45) = 4); words join in a
+    # uniformly random order while they fit, so the chosen set's law is that over all 5! orders
+    import itertools
+    lengths = [1, 2, 1, 3, 1]
+    starts = np.cumsum([1] + lengths[:-1])  # after [CLS]
+    row = np.array([CLS] + list(range(10, 18)) + [SEP, PAD, PAD])
+    continuation = np.zeros(len(row), bool)
+    for s, n in zip(starts, lengths):
+        continuation[s + 1:s + n] = True
+    law = {}
+    for order in itertools.permutations(range(5)):
+        count, taken = 0, []
+        for w in order:
+            if count + lengths[w] <= 4:
+                count, taken = count + lengths[w], taken + [w]
+        law[tuple(sorted(taken))] = law.get(tuple(sorted(taken)), 0) + 1
+    n_rows = 120 * 400
+    ids = jnp.asarray(np.tile(row, (n_rows, 1)))
+    special = (ids == CLS) | (ids == SEP) | (ids == PAD)
+    out = jax.jit(lambda k, i, s, c: mask_tokens(
+        k, i, s, vocab_size=200, mask_token_id=MASK, max_predictions_per_seq=5,
+        masked_lm_prob=0.45, is_continuation=c))(
+        jax.random.key(5), ids, special, jnp.asarray(np.tile(continuation, (n_rows, 1))))
+    chosen = _chosen({k: np.asarray(v) for k, v in out.items()})
+    word_chosen = chosen[:, starts]
+    for s, n in zip(starts, lengths):  # whole words only
+        assert (chosen[:, s:s + n] == word_chosen[:, [list(starts).index(s)]]).all()
+    seen = {}
+    for taken in map(tuple, word_chosen):
+        key = tuple(np.flatnonzero(taken))
+        seen[key] = seen.get(key, 0) + 1
+    assert set(seen) <= set(law), set(seen) - set(law)
+    keys = sorted(law)
+    ok, stat = _chi_square_ok([seen.get(k, 0) for k in keys],
+                              [law[k] / 120 * n_rows for k in keys])
+    assert ok, (stat, seen, law)
