@@ -73,9 +73,15 @@ class Checkpointer:
         deleted on the next start.
         """
         self.failed = True
-        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-        cause = re.search(r"Failed[^:]*: (\w[^[\]]*?) \[os_error_code", reason)
-        reason = cause.group(1) if cause else reason[:200]
+        chain, e = [], error
+        while e is not None and len(chain) < 10:  # orbax wraps the writer's error
+            chain.append(e)
+            e = e.__cause__ or e.__context__
+        errno = next((e.errno for e in chain if isinstance(e, OSError) and e.errno), None)
+        code = re.search(r"os_error_code='?(\d+)", " ".join(map(str, chain)))  # tensorstore's
+        text = str(error).strip()
+        reason = (os.strerror(errno or int(code.group(1))) if errno or code else
+                  text.splitlines()[0][:200] if text else type(error).__name__)
         latest = self.manager.latest_step()
         kept = (f"the last complete checkpoint, step {latest}, is intact and the same command "
                 f"resumes from it" if latest is not None else "no complete checkpoint was kept")
