@@ -333,10 +333,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _quiet_background_errors() -> None:
-    """Orbax's writer threads log a failed save's traceback, and tensorstore callbacks racing a
-    closed event loop print one; the same failure reaches the foreground, which reports it in
-    one line. Without --debug, keep those background tracebacks (not warnings) off stderr."""
-    logging.getLogger("absl").addFilter(_below_error)  # adding it again is a no-op
+    """Orbax's writer threads log a failed save's traceback, asyncio logs the same error as
+    "never retrieved", and tensorstore callbacks racing a closed event loop print one; the
+    failure reaches the foreground, which reports it in one line. Without --debug, keep those
+    background tracebacks (not warnings) off stderr."""
+    for name in ("absl", "asyncio"):
+        logging.getLogger(name).addFilter(_below_error)  # adding it again is a no-op
     sys.unraisablehook = _log_unraisable
 
 
