@@ -332,6 +332,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _use_compilation_cache() -> None:
+    """Keep XLA executables across runs in .cache/bert_jax/xla (BERT_JAX_XLA_CACHE moves it,
+    "" turns it off): a resumed or repeated job skips the compile (tiny pretraining step,
+    measured: 9.6 s cold, 1.6 s warm). Only compiles over a second are kept."""
+    path = os.environ.get("BERT_JAX_XLA_CACHE", os.path.join(".cache", "bert_jax", "xla"))
+    if path:
+        import jax
+        jax.config.update("jax_compilation_cache_dir", os.path.abspath(path))
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+
+
 def _quiet_background_errors() -> None:
     """Orbax's writer threads log a failed save's traceback, asyncio logs the same error as
     "never retrieved", and tensorstore callbacks racing a closed event loop print one; the
@@ -370,6 +381,7 @@ def main(argv=None) -> int:
         _quiet_background_errors()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
+        _use_compilation_cache()
         code = args.run(args)
     except (BertJaxError, OSError) as e:
         if args.debug:
