@@ -3,11 +3,16 @@
 One process, same config, same batch shape, same number of masked tokens, AdamW, forward +
 backward + update, dropout on (a real training step). After warm-up the two alternate A B A B
 and we report medians. MFU counts only the work BERT needs (the vocabulary projection at the
-masked positions only) against the float32 matmul ceiling measured in the same run.
+masked positions only) against the matmul ceiling of the compute dtype measured in the same run.
 Peak memory comes from separate child processes (one framework each): the peak resident set
 over model creation, compilation and three steps, minus the peak after the imports.
 
+--dtype bfloat16: our model computes matmuls in bfloat16, Hugging Face runs under
+torch.autocast(bfloat16); the ceiling is then the faster of a bfloat16 matmul in JAX (float32
+accumulation) and in torch. --remat: our remat=True against HF's gradient checkpointing.
+
   python bench/bench_pretrain.py [--sizes tiny,mini,small,base] [--steps 7] [--write]
+                                 [--seq 128] [--dtype float32|bfloat16] [--remat]
 """
 
 from __future__ import annotations
@@ -28,6 +33,11 @@ SEQ, MASKED = 128, 20  # paper phase 1: 20 predictions at length 128
 BATCH = {"tiny": 32, "mini": 32, "small": 32, "medium": 32, "base": 8, "large": 8}
 
 
+def masked_for(seq: int) -> int:
+    """Predictions per sequence: the paper's 20 at 128 and 80 at 512, else 15% of the tokens."""
+    return {128: 20, 512: 80}.get(seq, round(0.15 * seq))
+
+
 def model_flops_per_step(config, batch: int, seq: int, masked: int) -> float:
     """Training FLOPs (3× forward) of BERT with the MLM projection on masked positions only."""
     H, I, V, L = (config.hidden_size, config.intermediate_size, config.vocab_size,
@@ -38,27 +48,43 @@ def model_flops_per_step(config, batch: int, seq: int, masked: int) -> float:
     return 3.0 * forward
 
 
-def matmul_ceiling(n: int = 2048, repeats: int = 7) -> float:
-    """float32 FLOP/s of a large jitted matmul: what this CPU can do at best."""
+def matmul_ceiling(n: int = 2048, repeats: int = 7, dtype: str = "float32") -> float:
+    """FLOP/s of a large matmul in `dtype`: what this CPU can do at best.
+
+    float32: a jitted JAX matmul. bfloat16: the faster of JAX (float32 accumulation, XLA's fast
+    path on CPU) and torch.
+    """
     import jax
     import jax.numpy as jnp
-    a = jax.random.normal(jax.random.key(0), (n, n), jnp.float32)
-    f = jax.jit(lambda x, y: x @ y)
-    f(a, a).block_until_ready()
+    a = jax.random.normal(jax.random.key(0), (n, n), jnp.float32).astype(dtype)
+    if dtype == "float32":
+        f = jax.jit(lambda x, y: x @ y)
+    else:
+        f = jax.jit(lambda x, y: jnp.dot(x, y, preferred_element_type=jnp.float32))
+    rate = 2 * n ** 3 / _median_seconds(lambda: f(a, a).block_until_ready(), repeats)
+    if dtype != "float32":
+        import torch
+        b = torch.randn(n, n).to(getattr(torch, dtype))
+        rate = max(rate, 2 * n ** 3 / _median_seconds(lambda: b @ b, repeats))
+    return rate
+
+
+def _median_seconds(f, repeats: int) -> float:
+    f()
     times = []
     for _ in range(repeats):
         t = time.perf_counter()
-        f(a, a).block_until_ready()
+        f()
         times.append(time.perf_counter() - t)
-    return 2 * n ** 3 / statistics.median(times)
+    return statistics.median(times)
 
 
-def make_batch(config, batch: int, seed: int = 0) -> dict:
+def make_batch(config, batch: int, seq: int = SEQ, seed: int = 0) -> dict:
     rng = np.random.default_rng(seed)
-    ids = rng.integers(5, config.vocab_size, (batch, SEQ)).astype(np.int32)
-    ids[:, 0], ids[:, SEQ // 2], ids[:, -1] = 2, 3, 3  # [CLS] A [SEP] B [SEP]
+    ids = rng.integers(5, config.vocab_size, (batch, seq)).astype(np.int32)
+    ids[:, 0], ids[:, seq // 2], ids[:, -1] = 2, 3, 3  # [CLS] A [SEP] B [SEP]
     types = np.zeros_like(ids)
-    types[:, SEQ // 2 + 1:] = 1
+    types[:, seq // 2 + 1:] = 1
     return {"input_ids": ids, "token_type_ids": types, "attention_mask": np.ones_like(ids),
             "next_sentence_labels": rng.integers(0, 2, batch).astype(np.int32)}
 
@@ -66,21 +92,25 @@ def make_batch(config, batch: int, seed: int = 0) -> dict:
 class Ours:
     """Our pretrain step: masking inside, MLM at masked positions, AdamW, donated state."""
 
-    def __init__(self, config, batch):
+    def __init__(self, config, batch, masked=MASKED, dtype="float32", remat=False):
         import jax
+        import jax.numpy as jnp
 
         from bert_jax import optim, train_step
         from bert_jax.heads import BertForPreTraining
         from bert_jax.masking import MaskingSpec
         from bert_jax.train_config import PretrainConfig
         cfg = PretrainConfig(learning_rate=1e-4, warmup_steps=10, steps=1000)
-        model = BertForPreTraining(config)
-        params = jax.jit(lambda k: model.init(k, batch["input_ids"][:1])["params"])(
-            jax.random.key(0))
-        self.state = train_step.TrainState.create(apply_fn=model.apply, params=params,
-                                                  tx=optim.make_optimizer(cfg))
+        model = BertForPreTraining(config, jnp.dtype(dtype), remat=remat)
+        tx = optim.make_optimizer(cfg)
+
+        def init(key):  # params and optimiser state in one jit, as trainer._init_state
+            params = model.init(key, batch["input_ids"][:1])["params"]
+            return train_step.TrainState.create(apply_fn=model.apply, params=params, tx=tx)
+
+        self.state = jax.jit(init)(jax.random.key(0))
         spec = MaskingSpec(vocab_size=config.vocab_size, mask_token_id=4,
-                           never_mask_ids=(0, 2, 3), max_predictions_per_seq=MASKED)
+                           never_mask_ids=(0, 2, 3), max_predictions_per_seq=masked)
         step = train_step.make_pretrain_step(spec, optim.learning_rate_schedule(1e-4, 10, 1000))
         self.batch = {k: jax.device_put(v) for k, v in batch.items()}
         self.key = jax.random.key(1)
@@ -98,19 +128,24 @@ class Ours:
 class Theirs:
     """transformers BertForPreTraining, eager, torch AdamW; labels at the same count of tokens."""
 
-    def __init__(self, config, batch):
+    def __init__(self, config, batch, masked=MASKED, dtype="float32", remat=False):
         import torch
         import transformers
         torch.manual_seed(0)
         hf_config = transformers.BertConfig(**{k: v for k, v in config.to_dict().items()
                                                if k not in ("id2label", "label2id")})
         self.model = transformers.BertForPreTraining(hf_config).train()
+        if remat:
+            self.model.gradient_checkpointing_enable()
+        self.autocast = dict(device_type="cpu", dtype=getattr(torch, dtype),
+                             enabled=dtype != "float32")
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-4, eps=1e-6,
                                      weight_decay=0.01)
         rng = np.random.default_rng(1)
         labels = np.full(batch["input_ids"].shape, -100, np.int64)
+        seq = labels.shape[1]
         for row in labels:
-            row[rng.choice(np.arange(1, SEQ - 1), MASKED - 1, replace=False)] = 7
+            row[rng.choice(np.arange(1, seq - 1), masked - 1, replace=False)] = 7
         self.inputs = {k: torch.from_numpy(batch[k].astype(np.int64))
                        for k in ("input_ids", "token_type_ids", "attention_mask")}
         self.inputs["labels"] = torch.from_numpy(labels)
@@ -118,20 +153,23 @@ class Theirs:
             batch["next_sentence_labels"].astype(np.int64))
 
     def __call__(self):
-        loss = self.model(**self.inputs).loss
+        import torch
+        with torch.autocast(**self.autocast):
+            loss = self.model(**self.inputs).loss
         loss.backward()
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
 
 
-def infer_pair(config, batch):
+def infer_pair(config, batch, dtype="float32"):
     """Forward-only BertModel callables (ours jitted, theirs eager under no_grad)."""
     import jax
+    import jax.numpy as jnp
     import torch
     import transformers
 
     from bert_jax.model import BertModel
-    model = BertModel(config)
+    model = BertModel(config, jnp.dtype(dtype))
     params = jax.jit(lambda k: model.init(k, batch["input_ids"][:1]))(jax.random.key(0))
     fwd = jax.jit(lambda p, b: model.apply(p, b["input_ids"], b["token_type_ids"],
                                            b["attention_mask"]))
@@ -142,7 +180,8 @@ def infer_pair(config, batch):
           for k in ("input_ids", "token_type_ids", "attention_mask")}
 
     def theirs():
-        with torch.no_grad():
+        with torch.no_grad(), torch.autocast("cpu", getattr(torch, dtype),
+                                             enabled=dtype != "float32"):
             hf(**tb)
 
     return (lambda: jax.block_until_ready(fwd(params, jb))), theirs
@@ -162,14 +201,15 @@ def alternate(a, b, steps: int, warmup: int = 2) -> tuple[float, float]:
     return statistics.median(ta), statistics.median(tb)
 
 
-def peak_memory_mb(size: str, which: str) -> float:
+def peak_memory_mb(size: str, which: str, args) -> float:
     """Peak-RSS growth from creating the model to three training steps, in a fresh process."""
-    out = subprocess.run([sys.executable, __file__, "--memory-child", size, which],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, __file__, "--memory-child", size, which,
+                          "--seq", str(args.seq), "--dtype", args.dtype]
+                         + ["--remat"] * args.remat, capture_output=True, text=True, check=True)
     return float(out.stdout.strip().splitlines()[-1])
 
 
-def _memory_child(size: str, which: str) -> None:
+def _memory_child(size: str, which: str, args) -> None:
     import jax  # noqa: F401  (imports count as baseline, not as the model's memory)
     import torch  # noqa: F401
     import transformers  # noqa: F401
@@ -180,7 +220,9 @@ def _memory_child(size: str, which: str) -> None:
         f.write("5")                                # its parent's, so ru_maxrss would mislead
     before = _peak_rss_kb()
     config = BertConfig.preset(size)
-    runner = (Ours if which == "ours" else Theirs)(config, make_batch(config, BATCH[size]))
+    runner = (Ours if which == "ours" else Theirs)(
+        config, make_batch(config, BATCH[size], args.seq), masked_for(args.seq), args.dtype,
+        args.remat)
     for _ in range(3):
         runner()
     print((_peak_rss_kb() - before) / 1024)
@@ -196,49 +238,56 @@ def main() -> None:
     parser.add_argument("--sizes", default="tiny,mini,small,base")
     parser.add_argument("--steps", type=int, default=7)
     parser.add_argument("--write", action="store_true", help="append the table to RESULTS.md")
+    parser.add_argument("--seq", type=int, default=SEQ, help="sequence length")
+    parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
+    parser.add_argument("--remat", action="store_true", help="ours remat=True, HF checkpointing")
     parser.add_argument("--memory-child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.memory_child:
-        return _memory_child(*args.memory_child)
+        return _memory_child(*args.memory_child, args)
     import jax
     import torch
     import transformers
 
     from bert_jax.config import BertConfig
     torch.set_num_threads(os.cpu_count())
-    ceiling = matmul_ceiling()
+    ceiling = matmul_ceiling(dtype=args.dtype)
+    seq, masked = args.seq, masked_for(args.seq)
     rows = []
     for size in args.sizes.split(","):
         config, batch_size = BertConfig.preset(size), BATCH[size]
-        batch = make_batch(config, batch_size)
-        ours, theirs = Ours(config, batch), Theirs(config, batch)
+        batch = make_batch(config, batch_size, seq)
+        ours = Ours(config, batch, masked, args.dtype, args.remat)
+        theirs = Theirs(config, batch, masked, args.dtype, args.remat)
         t_ours, t_theirs = alternate(ours, theirs, args.steps)
-        i_ours, i_theirs = alternate(*infer_pair(config, batch), args.steps)
-        tokens = batch_size * SEQ
-        flops = model_flops_per_step(config, batch_size, SEQ, MASKED)
+        i_ours, i_theirs = alternate(*infer_pair(config, batch, args.dtype), args.steps)
+        tokens = batch_size * seq
+        flops = model_flops_per_step(config, batch_size, seq, masked)
         rows.append(dict(
             size=size, batch=batch_size, ours_tok_s=tokens / t_ours,
             hf_tok_s=tokens / t_theirs, ratio=t_theirs / t_ours,
             mfu=flops / t_ours / ceiling, hf_mfu=flops / t_theirs / ceiling,
             compile_s=ours.compile_seconds, infer_ratio=i_theirs / i_ours,
             infer_ours_tok_s=tokens / i_ours, infer_hf_tok_s=tokens / i_theirs,
-            mem_ours=peak_memory_mb(size, "ours"), mem_hf=peak_memory_mb(size, "hf")))
+            mem_ours=peak_memory_mb(size, "ours", args), mem_hf=peak_memory_mb(size, "hf", args)))
         print(json.dumps(rows[-1]), flush=True)
     table = format_table(rows, ceiling, jax.__version__, torch.__version__,
-                         transformers.__version__, args.steps)
+                         transformers.__version__, args)
     print(table)
     if args.write:
         with open(os.path.join(os.path.dirname(__file__), "RESULTS.md"), "a") as f:
             f.write("\n" + table + "\n")
 
 
-def format_table(rows, ceiling, jax_v, torch_v, tf_v, steps) -> str:
+def format_table(rows, ceiling, jax_v, torch_v, tf_v, args) -> str:
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
                 if line.startswith("model name")), platform.processor())
     head = (f"### Pretraining step, CPU — {datetime.date.today()}\n\n"
             f"{cpu}, {os.cpu_count()} cores; jax {jax_v}, torch {torch_v}, transformers "
-            f"{tf_v}; float32; seq {SEQ}, {MASKED} masked per sequence; medians of {steps} "
-            f"alternating steps. float32 matmul ceiling {ceiling / 1e9:.1f} GFLOP/s.\n\n"
+            f"{tf_v}; {args.dtype}{'; remat (HF: gradient checkpointing)' * args.remat}; "
+            f"seq {args.seq}, {masked_for(args.seq)} masked per sequence; medians of "
+            f"{args.steps} alternating steps. {args.dtype} matmul ceiling "
+            f"{ceiling / 1e9:.1f} GFLOP/s.\n\n"
             "| size | batch | ours tok/s | HF tok/s | ours/HF | MFU ours | MFU HF | compile s "
             "| peak MB ours | peak MB HF | inference ours/HF |\n"
             "|---|---|---|---|---|---|---|---|---|---|---|\n")

@@ -23,6 +23,7 @@ class FinetuneConfig:
     # model
     init: str = ""  # our model dir, a pretraining workdir or a Hugging Face dir (required)
     dtype: str = "float32"  # computation dtype: float32 | bfloat16 (params stay float32)
+    remat: bool = False  # recompute each layer in the backward pass: less memory, ~1/3 more time
     # data: a hub dataset, or local files (csv, tsv, json, jsonl, parquet)
     dataset: str = ""  # `datasets` hub name, e.g. "glue" ("" = local files)
     dataset_config: str = ""  # its configuration, e.g. "sst2"

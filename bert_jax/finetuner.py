@@ -61,7 +61,7 @@ def finetune(cfg: FinetuneConfig, workdir: str) -> dict:
     total = per_epoch * cfg.epochs
     settings = optimizer_settings(cfg, total)
     mesh = sharding.make_mesh()
-    model = BertForSequenceClassification(config, jnp.dtype(cfg.dtype))
+    model = BertForSequenceClassification(config, jnp.dtype(cfg.dtype), remat=cfg.remat)
     state = _init_state(model, optim.make_optimizer(settings), cfg, mesh, init_params)
     del init_params
     checkpointer = Checkpointer(workdir, cfg.keep_checkpoints, cfg.checkpoint_every)

@@ -59,7 +59,7 @@ def _encode_and_predict(module, input_ids, token_type_ids, attention_mask, posit
 
     Returns (mlm_logits (B, P, V), pooled_output (B, H)).
     """
-    bert = BertModel(module.config, module.dtype, name="bert")
+    bert = BertModel(module.config, module.dtype, module.remat, name="bert")
     sequence_output, pooled = bert(input_ids, token_type_ids, attention_mask, deterministic)
     if positions is not None:
         sequence_output = gather_positions(sequence_output, positions)
@@ -78,6 +78,7 @@ class BertForPreTraining(nn.Module):
 
     config: BertConfig
     dtype: jnp.dtype = jnp.float32
+    remat: bool = False  # recompute each encoder layer in the backward pass (model.Encoder)
 
     @nn.compact
     def __call__(self, input_ids, token_type_ids=None, attention_mask=None,
@@ -96,6 +97,7 @@ class BertForMaskedLM(nn.Module):
 
     config: BertConfig
     dtype: jnp.dtype = jnp.float32
+    remat: bool = False  # recompute each encoder layer in the backward pass (model.Encoder)
 
     @nn.compact
     def __call__(self, input_ids, token_type_ids=None, attention_mask=None,
@@ -110,12 +112,13 @@ class BertForSequenceClassification(nn.Module):
 
     config: BertConfig
     dtype: jnp.dtype = jnp.float32
+    remat: bool = False  # recompute each encoder layer in the backward pass (model.Encoder)
 
     @nn.compact
     def __call__(self, input_ids, token_type_ids=None, attention_mask=None,
                  deterministic: bool = True):
         cfg = self.config
-        _, pooled = BertModel(cfg, self.dtype, name="bert")(
+        _, pooled = BertModel(cfg, self.dtype, self.remat, name="bert")(
             input_ids, token_type_ids, attention_mask, deterministic)
         rate = cfg.hidden_dropout_prob if cfg.classifier_dropout is None else cfg.classifier_dropout
         pooled = nn.Dropout(rate)(pooled, deterministic=deterministic)

@@ -10,6 +10,7 @@ so bfloat16 rounds only what goes into and comes out of the matmuls.
 
 from __future__ import annotations
 
+import functools
 from typing import Optional
 
 import flax.linen as nn
@@ -19,7 +20,9 @@ import jax.numpy as jnp
 from bert_jax.config import BertConfig
 
 ACTIVATION_FNS = {
-    "gelu": lambda x: jax.nn.gelu(x, approximate=False),  # exact erf GELU, as released BERT
+    # exact GELU, as released BERT; written with erf (as torch) rather than jax.nn.gelu's erfc,
+    # which XLA:CPU computes more slowly and whose gradient keeps more activations (-145 MB, base)
+    "gelu": lambda x: x * 0.5 * (1.0 + jax.lax.erf(x * 0.7071067811865476)),
     "gelu_new": lambda x: jax.nn.gelu(x, approximate=True),
     "gelu_pytorch_tanh": lambda x: jax.nn.gelu(x, approximate=True),
     "relu": jax.nn.relu,
@@ -39,9 +42,75 @@ def dense(config: BertConfig, features: int, dtype, name: str) -> nn.Dense:
                     bias_init=nn.initializers.zeros, name=name)
 
 
-def layer_norm(config: BertConfig, name: str) -> nn.LayerNorm:
+def dropout_mask(rng, keep_prob: float, shape) -> jax.Array:
+    """The keep mask of jax.random.bernoulli(rng, keep_prob, shape), bit for bit, packed 8 to a byte
+    and unpacked where it is used: otherwise XLA re-derives it in the backward pass from the random
+    bits, keeping two 32-bit words per element alive, not one bit (-141 MB at base, faster)."""
+    keep = jax.random.bernoulli(rng, keep_prob, shape)
+    return jnp.unpackbits(jnp.packbits(keep, axis=-1), axis=-1, count=shape[-1]).astype(bool)
+
+
+class Dropout(nn.Module):
+    """nn.Dropout (same name, so the same key and the same mask) with a dropout_mask."""
+
+    rate: float
+
+    @nn.compact
+    def __call__(self, x, deterministic: bool):
+        if deterministic or self.rate == 0.0:
+            return x
+        keep_prob = 1.0 - self.rate
+        mask = dropout_mask(self.make_rng("dropout"), keep_prob, x.shape)
+        return jax.lax.select(mask, x / keep_prob, jnp.zeros_like(x))
+
+
+def layer_norm(config: BertConfig, name: str) -> "LayerNorm":
     """Float32 LayerNorm whatever the compute dtype: the residual stream stays float32."""
-    return nn.LayerNorm(epsilon=config.layer_norm_eps, dtype=jnp.float32, name=name)
+    return LayerNorm(config.layer_norm_eps, name=name)
+
+
+class LayerNorm(nn.Module):
+    """nn.LayerNorm(dtype=float32), same parameters and the same forward op for op, whose backward
+    pass keeps only the normalised input (-72 MB at base, no slower; autodiff kept three arrays)."""
+
+    epsilon: float
+
+    @nn.compact
+    def __call__(self, x):
+        x = x.astype(jnp.float32)
+        scale = self.param("scale", nn.initializers.ones, (x.shape[-1],), jnp.float32)
+        bias = self.param("bias", nn.initializers.zeros, (x.shape[-1],), jnp.float32)
+        return _layer_norm(x, scale, bias, self.epsilon)
+
+
+def _layer_norm_stats(x, epsilon):
+    """flax's: mean, and E[x²] - mean² (clamped at 0) for the variance."""
+    mean = x.mean(-1, keepdims=True)
+    var = jnp.maximum(0.0, (x * x).mean(-1, keepdims=True) - mean * mean)
+    return mean, jax.lax.rsqrt(var + epsilon)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(3,))
+def _layer_norm(x, scale, bias, epsilon):
+    mean, rstd = _layer_norm_stats(x, epsilon)
+    return (x - mean) * (rstd * scale) + bias
+
+
+def _layer_norm_fwd(x, scale, bias, epsilon):
+    mean, rstd = _layer_norm_stats(x, epsilon)
+    return (x - mean) * (rstd * scale) + bias, ((x - mean) * rstd, rstd, scale)
+
+
+def _layer_norm_bwd(epsilon, residuals, g):
+    x_hat, rstd, scale = residuals
+    batch_axes = tuple(range(g.ndim - 1))
+    gs = g * scale
+    dx = rstd * (gs - gs.mean(-1, keepdims=True)
+                 - x_hat * (gs * x_hat).mean(-1, keepdims=True))
+    return dx, (g * x_hat).sum(batch_axes), g.sum(batch_axes)
+
+
+_layer_norm.defvjp(_layer_norm_fwd, _layer_norm_bwd)
 
 
 class Embeddings(nn.Module):
@@ -61,7 +130,7 @@ class Embeddings(nn.Module):
              + embed(cfg.max_position_embeddings, "position_embeddings")(positions)
              + embed(cfg.type_vocab_size, "token_type_embeddings")(token_type_ids))  # (B, L, H)
         x = layer_norm(cfg, "layer_norm")(x)
-        return nn.Dropout(cfg.hidden_dropout_prob)(x, deterministic=deterministic)
+        return Dropout(cfg.hidden_dropout_prob)(x, deterministic=deterministic)
 
 
 class SelfAttention(nn.Module):
@@ -83,13 +152,29 @@ class SelfAttention(nn.Module):
         if deterministic or rate == 0.0:
             ctx = jax.nn.dot_product_attention(q, k, v, mask=mask)  # (B, L, N, D)
         else:  # BERT drops attention probabilities; jax.nn's fused kernel has no dropout
-            ctx = nn.dot_product_attention(
-                q, k, v, mask=mask, dropout_rng=self.make_rng("dropout"), dropout_rate=rate,
-                broadcast_dropout=False, deterministic=False, dtype=self.dtype,
-                force_fp32_for_softmax=True)
+            ctx = self.dropout_attention(q, k, v, mask, rate)
         y = dense(cfg, H, self.dtype, "output")(ctx.reshape(B, L, H))  # (B, L, H)
-        y = nn.Dropout(cfg.hidden_dropout_prob)(y, deterministic=deterministic)
+        y = Dropout(cfg.hidden_dropout_prob)(y, deterministic=deterministic)
         return layer_norm(cfg, "layer_norm")(x + y)
+
+    def dropout_attention(self, q, k, v, mask, rate: float):
+        """flax's nn.dot_product_attention with dropout (float32 softmax), op for op and mask for
+        mask, except that the backward pass recomputes the (B, N, L, L) softmax from q and k
+        rather than keeping its intermediates (-73 MB at base, no slower)."""
+        dtype, keep_prob = self.dtype, 1.0 - rate
+        rng = self.make_rng("dropout")
+
+        @jax.checkpoint
+        def probs(q, k):
+            q = q / jnp.sqrt(q.shape[-1]).astype(dtype)
+            scores = jnp.einsum("...qhd,...khd->...hqk", q, k)  # (B, N, L, L)
+            scores = jnp.where(mask, scores, jnp.finfo(dtype).min)
+            return jax.nn.softmax(scores.astype(jnp.float32))
+
+        p = probs(q.astype(dtype), k.astype(dtype))
+        keep = dropout_mask(rng, keep_prob, p.shape)
+        p = p * (keep.astype(dtype) / jnp.asarray(keep_prob, dtype=dtype))
+        return jnp.einsum("...hqk,...khd->...qhd", p, v.astype(dtype))  # (B, L, N, D)
 
 
 class FeedForward(nn.Module):
@@ -102,9 +187,11 @@ class FeedForward(nn.Module):
     def __call__(self, x, deterministic: bool):
         cfg = self.config
         h = dense(cfg, cfg.intermediate_size, self.dtype, "intermediate")(x)  # (B, L, I)
-        h = ACTIVATION_FNS[cfg.hidden_act](h.astype(jnp.float32))  # f32: bf16 GELU loses digits
+        # f32: bf16 GELU loses digits. Recomputed in the backward pass from h rather than keeping
+        # its two (B, L, I) intermediates: -143 MB at base, no slower
+        h = jax.checkpoint(ACTIVATION_FNS[cfg.hidden_act])(h.astype(jnp.float32))
         y = dense(cfg, cfg.hidden_size, self.dtype, "output")(h)  # (B, L, H)
-        y = nn.Dropout(cfg.hidden_dropout_prob)(y, deterministic=deterministic)
+        y = Dropout(cfg.hidden_dropout_prob)(y, deterministic=deterministic)
         return layer_norm(cfg, "layer_norm")(x + y)
 
 
@@ -122,14 +209,19 @@ class EncoderLayer(nn.Module):
 
 
 class Encoder(nn.Module):
+    """The stack of layers. remat: each layer's activations are recomputed in the backward pass
+    (only its input is kept): less memory for long sequences, about a third more compute."""
+
     config: BertConfig
     dtype: jnp.dtype = jnp.float32
+    remat: bool = False
 
     @nn.compact
     def __call__(self, x, attention_mask, deterministic: bool):
+        # static_argnums counts self: 3 is `deterministic`
+        layer = nn.remat(EncoderLayer, static_argnums=(3,)) if self.remat else EncoderLayer
         for i in range(self.config.num_hidden_layers):
-            x = EncoderLayer(self.config, self.dtype, name=f"layer_{i}")(
-                x, attention_mask, deterministic)
+            x = layer(self.config, self.dtype, name=f"layer_{i}")(x, attention_mask, deterministic)
         return x
 
 
@@ -150,10 +242,12 @@ class BertModel(nn.Module):
 
     Returns (sequence_output (B, L, H), pooled_output (B, H)) in the computation dtype.
     `attention_mask` is 1 for real tokens and 0 for padding; padded keys are never attended to.
+    `remat` recomputes each encoder layer in the backward pass (see Encoder).
     """
 
     config: BertConfig
     dtype: jnp.dtype = jnp.float32
+    remat: bool = False
 
     @nn.compact
     def __call__(self, input_ids, token_type_ids=None, attention_mask=None,
@@ -164,7 +258,8 @@ class BertModel(nn.Module):
             attention_mask = jnp.ones_like(input_ids)
         x = Embeddings(self.config, self.dtype, name="embeddings")(
             input_ids, token_type_ids, deterministic)
-        x = Encoder(self.config, self.dtype, name="encoder")(x, attention_mask, deterministic)
+        x = Encoder(self.config, self.dtype, self.remat, name="encoder")(
+            x, attention_mask, deterministic)
         return x, Pooler(self.config, self.dtype, name="pooler")(x)
 
 

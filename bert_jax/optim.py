@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 import optax
 
 
@@ -19,6 +20,20 @@ def decay_mask(params):
     return jax.tree.map(lambda p: p.ndim >= 2, params)
 
 
+def clip_by_global_norm(max_norm: float) -> optax.GradientTransformation:
+    """optax.clip_by_global_norm (same empty state, same result to rounding) scaling by a multiply
+    rather than optax's divide, which XLA will not fuse into both Adam moments: it wrote a clipped
+    copy of every gradient first (one pass over the gradients less: ~1% of a base step on CPU)."""
+
+    def update(updates, state, params=None):
+        del params
+        norm = optax.tree.norm(updates)
+        scale = jnp.where(norm < max_norm, 1.0, max_norm / norm)
+        return jax.tree.map(lambda g: g * scale.astype(g.dtype), updates), state
+
+    return optax.GradientTransformation(lambda params: optax.EmptyState(), update)
+
+
 def make_optimizer(cfg) -> optax.GradientTransformation:
     """From a PretrainConfig (or any object with the same optimisation fields)."""
     schedule = learning_rate_schedule(cfg.learning_rate, cfg.warmup_steps, cfg.steps)
@@ -28,4 +43,4 @@ def make_optimizer(cfg) -> optax.GradientTransformation:
     else:
         update = optax.adamw(schedule, b1=cfg.adam_b1, b2=cfg.adam_b2, eps=cfg.adam_eps,
                              weight_decay=cfg.weight_decay, mask=decay_mask)
-    return optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm), update)
+    return optax.chain(clip_by_global_norm(cfg.max_grad_norm), update)

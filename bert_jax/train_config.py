@@ -28,6 +28,7 @@ class PretrainConfig:
     model: str = "tiny"  # a BertConfig preset (tiny … large) or a path to a config.json
     init_from: str = ""  # model dir, HF dir or pretraining workdir to start from ("" = scratch)
     dtype: str = "float32"  # computation dtype: float32 | bfloat16 (params stay float32)
+    remat: bool = False  # recompute each layer in the backward pass: less memory, ~1/3 more time
     dropout: Optional[float] = None  # hidden and attention dropout; None keeps the model's (0.1)
     # data
     train_files: str = "data/austen/*.txt"  # glob of UTF-8 text files, one document per file

@@ -62,8 +62,10 @@ def apply_update(state: TrainState, grads, metrics: dict, schedule: Callable):
     finite = jnp.isfinite(grad_norm)
     for total, _ in metrics.values():
         finite &= jnp.isfinite(total)
-    new_state = state.apply_gradients(grads=grads)
-    new_state = jax.tree.map(lambda new, old: jnp.where(finite, new, old), new_state, state)
+    # cond, not a where over old and new state: the update then writes in place into the donated
+    # buffers (the where kept new params and moments beside the old: +294 MB at base, slower)
+    new_state = jax.lax.cond(finite, lambda s, g: s.apply_gradients(grads=g),
+                             lambda s, g: s, state, grads)
     new_state = new_state.replace(step=state.step + 1)
     metrics = dict(metrics, grad_norm=(grad_norm, 1.0),
                    learning_rate=(schedule(state.step), 1.0),

@@ -41,7 +41,7 @@ def pretrain(cfg: PretrainConfig, workdir: str) -> dict[str, float]:
     train, heldout = _examples(cfg, tok)
 
     mesh = sharding.make_mesh()
-    model = BertForPreTraining(config, jnp.dtype(cfg.dtype))
+    model = BertForPreTraining(config, jnp.dtype(cfg.dtype), remat=cfg.remat)
     tx = optim.make_optimizer(cfg)
     state = _init_state(model, tx, cfg, mesh)
     checkpointer = checkpoint.Checkpointer(workdir, cfg.keep_checkpoints, cfg.checkpoint_every)
