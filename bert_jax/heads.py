@@ -11,7 +11,8 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from bert_jax.config import BertConfig
-from bert_jax.model import ACTIVATION_FNS, BertModel, dense, layer_norm, weight_init, word_embeddings
+from bert_jax.model import (ACTIVATION_FNS, BertModel, Dense, dense, layer_norm, weight_init,
+                            word_embeddings)
 
 
 def gather_positions(sequence_output, positions):
@@ -32,9 +33,11 @@ class MlmHead(nn.Module):
         h = ACTIVATION_FNS[cfg.hidden_act](h)
         h = layer_norm(cfg, "layer_norm")(h)
         if cfg.tie_word_embeddings:
-            logits = h @ embedding_table.T.astype(self.dtype)  # (B, P, V)
+            # as one (B·P, H) matrix, for the reason in model.Dense
+            logits = (h.reshape(-1, cfg.hidden_size) @ embedding_table.T.astype(self.dtype)
+                      ).reshape(*h.shape[:-1], cfg.vocab_size)  # (B, P, V)
         else:
-            logits = nn.Dense(cfg.vocab_size, use_bias=False, dtype=self.dtype,
+            logits = Dense(cfg.vocab_size, use_bias=False, dtype=self.dtype,
                               kernel_init=weight_init(cfg), name="decoder")(h)  # (B, P, V)
         bias = self.param("bias", nn.initializers.zeros, (cfg.vocab_size,), jnp.float32)
         return logits.astype(jnp.float32) + bias

@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 
 from bert_jax.config import BertConfig
+from bert_jax.dropout import Dropout, dropout_mask
 
 ACTIVATION_FNS = {
     # exact GELU, as released BERT; written with erf (as torch) rather than jax.nn.gelu's erfc,
@@ -37,31 +38,20 @@ def weight_init(config: BertConfig):
     return jax.nn.initializers.truncated_normal(stddev=config.initializer_range)
 
 
-def dense(config: BertConfig, features: int, dtype, name: str) -> nn.Dense:
-    return nn.Dense(features, dtype=dtype, kernel_init=weight_init(config),
-                    bias_init=nn.initializers.zeros, name=name)
+class Dense(nn.Dense):
+    """nn.Dense (same parameters, same result) that multiplies (…, F) inputs as one (tokens, F)
+    matrix. With 3-D activations XLA:CPU transposes the output gradient into a copy before the
+    weight-gradient matmul; with 2-D ones it contracts the token axis in place (a BERT-base
+    step is 10% faster)."""
+
+    def __call__(self, inputs):
+        flat = super().__call__(inputs.reshape(-1, inputs.shape[-1]))
+        return flat.reshape(*inputs.shape[:-1], self.features)
 
 
-def dropout_mask(rng, keep_prob: float, shape) -> jax.Array:
-    """The keep mask of jax.random.bernoulli(rng, keep_prob, shape), bit for bit, packed 8 to a byte
-    and unpacked where it is used: otherwise XLA re-derives it in the backward pass from the random
-    bits, keeping two 32-bit words per element alive, not one bit (-141 MB at base, faster)."""
-    keep = jax.random.bernoulli(rng, keep_prob, shape)
-    return jnp.unpackbits(jnp.packbits(keep, axis=-1), axis=-1, count=shape[-1]).astype(bool)
-
-
-class Dropout(nn.Module):
-    """nn.Dropout (same name, so the same key and the same mask) with a dropout_mask."""
-
-    rate: float
-
-    @nn.compact
-    def __call__(self, x, deterministic: bool):
-        if deterministic or self.rate == 0.0:
-            return x
-        keep_prob = 1.0 - self.rate
-        mask = dropout_mask(self.make_rng("dropout"), keep_prob, x.shape)
-        return jax.lax.select(mask, x / keep_prob, jnp.zeros_like(x))
+def dense(config: BertConfig, features: int, dtype, name: str) -> Dense:
+    return Dense(features, dtype=dtype, kernel_init=weight_init(config),
+                 bias_init=nn.initializers.zeros, name=name)
 
 
 def layer_norm(config: BertConfig, name: str) -> "LayerNorm":

@@ -81,6 +81,26 @@ def test_dropout_only_when_not_deterministic():
     assert np.abs(np.asarray(run(3)) - np.asarray(run(4))).max() > 1e-4
 
 
+@pytest.mark.parametrize("keep_prob", [0.9, 0.5, 0.1, 0.999, 0.0, 1.0, 1 - 1e-9])
+def test_dropout_mask_equals_bernoulli_bit_for_bit(keep_prob):
+    """The unrolled threefry + integer threshold draws exactly jax.random.bernoulli's mask, so
+    dropout is nn.Dropout's, only cheaper."""
+    from bert_jax.dropout import dropout_mask, random_bits
+    for seed in range(3):
+        key = jax.random.key(seed)
+        for shape in [(3, 4, 9, 9), (5, 33), (1000,)]:
+            np.testing.assert_array_equal(jax.jit(random_bits, static_argnums=1)(key, shape),
+                                          jax.random.bits(key, shape, jnp.uint32))
+            mask = jax.jit(dropout_mask, static_argnums=(1, 2))(key, keep_prob, shape)
+            np.testing.assert_array_equal(mask, jax.random.bernoulli(key, keep_prob, shape))
+    legacy = jax.random.PRNGKey(7)  # raw uint32 keys too
+    np.testing.assert_array_equal(random_bits(legacy, (4, 6)),
+                                  jax.random.bits(legacy, (4, 6), jnp.uint32))
+    if 0 < keep_prob < 1:  # and the fraction kept is keep_prob
+        kept = dropout_mask(jax.random.key(9), keep_prob, (400, 500)).mean()
+        assert abs(float(kept) - keep_prob) < 4 * np.sqrt(keep_prob * (1 - keep_prob) / 2e5)
+
+
 def test_mlm_at_positions_equals_all_positions_gathered_and_decoder_is_tied():
     ids, types, mask = batch()
     model = BertForPreTraining(TINY)
