@@ -115,7 +115,8 @@ class Ours:
         self.batch = {k: jax.device_put(v) for k, v in batch.items()}
         self.key = jax.random.key(1)
         t = time.perf_counter()
-        self.step = jax.jit(step, donate_argnums=(0,)).lower(
+        self.step = jax.jit(step, donate_argnums=(0,),
+                            compiler_options=train_step.compiler_options(remat)).lower(
             self.state, self.batch, self.key).compile()
         self.compile_seconds = time.perf_counter() - t
 

@@ -8,6 +8,7 @@ the element index, and compared with the keep threshold as an integer.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import flax.linen as nn
@@ -51,23 +52,57 @@ def random_bits(key, shape) -> jax.Array:
     return x0 ^ x1
 
 
-def dropout_mask(rng, keep_prob: float, shape) -> jax.Array:
-    """The keep mask of jax.random.bernoulli(rng, keep_prob, shape), bit for bit.
+def _keep_threshold(keep_prob: float) -> int:
+    """bernoulli keeps the top 23 of 32 random bits as a float u = m / 2^23 and keeps u < p:
+    m < ceil(p·2^23) is the same test, and on the raw bits it is bits < ceil(p·2^23) << 9."""
+    return math.ceil(float(np.float32(keep_prob)) * 2 ** 23) << 9
 
-    bernoulli keeps the top 23 of 32 random bits as a float u = m / 2^23 and keeps u < p;
-    m < ceil(p·2^23), tested on the raw bits with the threshold shifted into place, is the same
-    test. The mask is then packed 8 to a byte and unpacked where it is used: otherwise XLA
-    re-derives it in the backward pass, keeping a 32-bit word per element alive, not one bit.
-    """
-    steps = math.ceil(float(np.float32(keep_prob)) * 2 ** 23)
-    if steps >= 2 ** 23:
+
+def dropout_mask(rng, keep_prob: float, shape) -> jax.Array:
+    """The keep mask of jax.random.bernoulli(rng, keep_prob, shape), bit for bit."""
+    threshold = _keep_threshold(keep_prob)
+    if threshold >= 2 ** 32:
         return jnp.ones(shape, bool)
-    keep = random_bits(rng, shape) < np.uint32(steps << 9)
-    return jnp.unpackbits(jnp.packbits(keep, axis=-1), axis=-1, count=shape[-1]).astype(bool)
+    return random_bits(rng, shape) < np.uint32(threshold)
+
+
+def dropout(rng, x, keep_prob: float):
+    """x / keep_prob where dropout_mask keeps it, else 0: nn.Dropout's arithmetic and mask.
+
+    Only the mask, packed 8 to a byte, is kept for the backward pass. Left to autodiff, XLA
+    would keep it as one byte per element, or re-derive it there from the random bits (keeping
+    a 32-bit word per element alive); for attention probabilities at seq 512 that is 25 MB per
+    layer at BERT-base, 3 MB packed.
+    """
+    if _keep_threshold(keep_prob) >= 2 ** 32:
+        return x
+    packed = jnp.packbits(dropout_mask(rng, keep_prob, x.shape), axis=-1)
+    return _scale_kept(x, packed, keep_prob)
+
+
+def _unpack(packed, n: int):
+    return jnp.unpackbits(packed, axis=-1, count=n).astype(bool)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
+def _scale_kept(x, packed, keep_prob):
+    return jax.lax.select(_unpack(packed, x.shape[-1]), x / keep_prob, jnp.zeros_like(x))
+
+
+def _scale_kept_fwd(x, packed, keep_prob):
+    return _scale_kept(x, packed, keep_prob), packed
+
+
+def _scale_kept_bwd(keep_prob, packed, g):
+    dx = jax.lax.select(_unpack(packed, g.shape[-1]), g / keep_prob, jnp.zeros_like(g))
+    return dx, None
+
+
+_scale_kept.defvjp(_scale_kept_fwd, _scale_kept_bwd)
 
 
 class Dropout(nn.Module):
-    """nn.Dropout (same name, so the same key and the same mask) with a dropout_mask."""
+    """nn.Dropout: same name, so the same key, the same mask and the same output."""
 
     rate: float
 
@@ -75,6 +110,4 @@ class Dropout(nn.Module):
     def __call__(self, x, deterministic: bool):
         if deterministic or self.rate == 0.0:
             return x
-        keep_prob = 1.0 - self.rate
-        mask = dropout_mask(self.make_rng("dropout"), keep_prob, x.shape)
-        return jax.lax.select(mask, x / keep_prob, jnp.zeros_like(x))
+        return dropout(self.make_rng("dropout"), x, 1.0 - self.rate)

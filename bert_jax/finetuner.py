@@ -75,7 +75,8 @@ def finetune(cfg: FinetuneConfig, workdir: str) -> dict:
     schedule = optim.learning_rate_schedule(settings.learning_rate, settings.warmup_steps, total)
     step_fn = jax.jit(train_step.make_finetune_step(schedule),
                       in_shardings=(replicated, sharded, replicated),
-                      out_shardings=(replicated, replicated), donate_argnums=(0,))
+                      out_shardings=(replicated, replicated), donate_argnums=(0,),
+                      compiler_options=train_step.compiler_options(cfg.remat))
     logits_fn = jax.jit(train_step.classification_logits, in_shardings=(replicated, sharded),
                         out_shardings=replicated)
     key = sharding.replicated_key(cfg.seed, mesh)

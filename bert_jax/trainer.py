@@ -57,7 +57,8 @@ def pretrain(cfg: PretrainConfig, workdir: str) -> dict[str, float]:
     replicated, data = sharding.replicated(mesh), sharding.data_sharded(mesh)
     step_fn = jax.jit(train_step.make_pretrain_step(spec, schedule, cfg.grad_accum_steps, lookup),
                       in_shardings=(replicated, data, replicated),
-                      out_shardings=(replicated, replicated), donate_argnums=(0,))
+                      out_shardings=(replicated, replicated), donate_argnums=(0,),
+                      compiler_options=train_step.compiler_options(cfg.remat))
     eval_fn = jax.jit(train_step.make_pretrain_eval_step(spec, lookup),
                       in_shardings=(replicated, data, replicated), out_shardings=replicated)
     key = sharding.replicated_key(cfg.seed, mesh)
