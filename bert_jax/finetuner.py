@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bert_jax import (batches, classification_data, convert, loop, optim, pretrained, sharding,
-                      tokenizer, train_step)
+                      tokenizer, train_step, xla_options)
 from bert_jax.checkpoint import Checkpointer
 from bert_jax.errors import BertJaxError
 from bert_jax.finetune_config import FinetuneConfig, optimizer_settings
@@ -76,9 +76,9 @@ def finetune(cfg: FinetuneConfig, workdir: str) -> dict:
     step_fn = jax.jit(train_step.make_finetune_step(schedule),
                       in_shardings=(replicated, sharded, replicated),
                       out_shardings=(replicated, replicated), donate_argnums=(0,),
-                      compiler_options=train_step.compiler_options(cfg.remat))
+                      compiler_options=xla_options.train_step(cfg.remat))
     logits_fn = jax.jit(train_step.classification_logits, in_shardings=(replicated, sharded),
-                        out_shardings=replicated)
+                        out_shardings=replicated, compiler_options=xla_options.forward())
     key = sharding.replicated_key(cfg.seed, mesh)
     writer = MetricWriter(workdir, enabled=main)
     history = _read_json(os.path.join(workdir, "epochs.json"), [])

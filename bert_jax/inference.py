@@ -6,6 +6,7 @@ a pretraining workdir) or a fine-tuning workdir (its best model, WORKDIR/model).
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Optional, Sequence
 
@@ -13,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bert_jax import batches, pretrained, tokenizer
+from bert_jax import batches, pretrained, tokenizer, xla_options
 from bert_jax.errors import BertJaxError
 from bert_jax.heads import BertForMaskedLM, BertForSequenceClassification
 from bert_jax.model import BertModel
@@ -94,7 +95,8 @@ def predict_proba(config, params, tok, texts: Sequence[str], pairs: Optional[Seq
     model = BertForSequenceClassification(config)
     arrays = tokenizer.encode_batch(tok, texts, pairs, max_length, pad=True)
     apply = jax.jit(lambda b: jax.nn.softmax(model.apply(
-        {"params": params}, b["input_ids"], b["token_type_ids"], b["attention_mask"]), -1))
+        {"params": params}, b["input_ids"], b["token_type_ids"], b["attention_mask"]), -1),
+        compiler_options=xla_options.forward())
     return _run_batched(apply, arrays, batch_size)
 
 
@@ -137,7 +139,7 @@ def embed(config, params, tok, texts: Sequence[str], pooling: str = "cls", max_l
     model = BertModel(config)
     arrays = tokenizer.encode_batch(tok, texts, None, max_length, pad=True)
 
-    @jax.jit
+    @functools.partial(jax.jit, compiler_options=xla_options.forward())
     def apply(b):
         seq, _ = model.apply({"params": params["bert"]}, b["input_ids"], b["token_type_ids"],
                              b["attention_mask"])  # (B, L, H)

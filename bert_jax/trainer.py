@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bert_jax import (batches, checkpoint, losses, loop, masking, optim, pretrained, sharding,
-                      tokenizer, train_step)
+                      tokenizer, train_step, xla_options)
 from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
 from bert_jax.heads import BertForPreTraining
@@ -58,9 +58,10 @@ def pretrain(cfg: PretrainConfig, workdir: str) -> dict[str, float]:
     step_fn = jax.jit(train_step.make_pretrain_step(spec, schedule, cfg.grad_accum_steps, lookup),
                       in_shardings=(replicated, data, replicated),
                       out_shardings=(replicated, replicated), donate_argnums=(0,),
-                      compiler_options=train_step.compiler_options(cfg.remat))
+                      compiler_options=xla_options.train_step(cfg.remat))
     eval_fn = jax.jit(train_step.make_pretrain_eval_step(spec, lookup),
-                      in_shardings=(replicated, data, replicated), out_shardings=replicated)
+                      in_shardings=(replicated, data, replicated), out_shardings=replicated,
+                      compiler_options=xla_options.forward())
     key = sharding.replicated_key(cfg.seed, mesh)
     eval_keys = _eval_keys(key, heldout, cfg)
     writer = MetricWriter(workdir, enabled=main)

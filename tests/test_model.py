@@ -147,3 +147,17 @@ def test_classifier_labels_and_bfloat16_compute():
     assert np.abs(np.asarray(f32) - np.asarray(bf16)).max() < 2e-2
     seq, _ = BertModel(config, jnp.bfloat16).apply({"params": params["params"]["bert"]}, ids)
     assert np.isfinite(np.asarray(seq, np.float32)).all()
+
+
+def test_xla_options_compile_and_keep_results():
+    """The per-function XLA options are valid option names for this jaxlib (a renamed option
+    fails to compile) and change speed or memory only, not results beyond rounding."""
+    from bert_jax import xla_options
+    ids, types, mask = batch()
+    model = BertModel(TINY)
+    params = model.init(jax.random.key(0), ids, types, mask)
+    fwd = lambda p: model.apply(p, ids, types, mask)[0]  # noqa: E731
+    plain = jax.jit(fwd)(params)
+    for options in (xla_options.forward(), xla_options.train_step(remat=True)):
+        np.testing.assert_allclose(jax.jit(fwd, compiler_options=options)(params), plain,
+                                   atol=1e-5, rtol=1e-5)
