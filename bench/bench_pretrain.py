@@ -116,7 +116,7 @@ class Ours:
         self.key = jax.random.key(1)
         t = time.perf_counter()
         self.step = jax.jit(step, donate_argnums=(0,),
-                            compiler_options=xla_options.train_step(remat)).lower(
+                            compiler_options=xla_options.train_step(remat, dtype)).lower(
             self.state, self.batch, self.key).compile()
         self.compile_seconds = time.perf_counter() - t
 

@@ -76,7 +76,7 @@ def finetune(cfg: FinetuneConfig, workdir: str) -> dict:
     step_fn = jax.jit(train_step.make_finetune_step(schedule),
                       in_shardings=(replicated, sharded, replicated),
                       out_shardings=(replicated, replicated), donate_argnums=(0,),
-                      compiler_options=xla_options.train_step(cfg.remat))
+                      compiler_options=xla_options.train_step(cfg.remat, cfg.dtype))
     logits_fn = jax.jit(train_step.classification_logits, in_shardings=(replicated, sharded),
                         out_shardings=replicated, compiler_options=xla_options.forward())
     key = sharding.replicated_key(cfg.seed, mesh)

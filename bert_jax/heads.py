@@ -10,6 +10,7 @@ from __future__ import annotations
 import flax.linen as nn
 import jax.numpy as jnp
 
+from bert_jax import matmul
 from bert_jax.config import BertConfig
 from bert_jax.model import (ACTIVATION_FNS, BertModel, Dense, dense, layer_norm, weight_init,
                             word_embeddings)
@@ -34,8 +35,9 @@ class MlmHead(nn.Module):
         h = layer_norm(cfg, "layer_norm")(h)
         if cfg.tie_word_embeddings:
             # as one (B·P, H) matrix, for the reason in model.Dense
-            logits = (h.reshape(-1, cfg.hidden_size) @ embedding_table.T.astype(self.dtype)
-                      ).reshape(*h.shape[:-1], cfg.vocab_size)  # (B, P, V)
+            logits = matmul.einsum("th,vh->tv", h.reshape(-1, cfg.hidden_size),
+                                   embedding_table, self.dtype
+                                   ).reshape(*h.shape[:-1], cfg.vocab_size)  # (B, P, V)
         else:
             logits = Dense(cfg.vocab_size, use_bias=False, dtype=self.dtype,
                               kernel_init=weight_init(cfg), name="decoder")(h)  # (B, P, V)

@@ -11,12 +11,13 @@ so bfloat16 rounds only what goes into and comes out of the matmuls.
 from __future__ import annotations
 
 import functools
-from typing import Optional
+from typing import Callable, Optional
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from bert_jax import matmul
 from bert_jax.config import BertConfig
 from bert_jax.dropout import Dropout, dropout
 
@@ -38,20 +39,31 @@ def weight_init(config: BertConfig):
     return jax.nn.initializers.truncated_normal(stddev=config.initializer_range)
 
 
-class Dense(nn.Dense):
-    """nn.Dense (same parameters, same result) that multiplies (…, F) inputs as one (tokens, F)
-    matrix. With 3-D activations XLA:CPU transposes the output gradient into a copy before the
-    weight-gradient matmul; with 2-D ones it contracts the token axis in place (a BERT-base
-    step is 10% faster)."""
+class Dense(nn.Module):
+    """nn.Dense (same parameters, same float32 result) that multiplies (…, F) inputs as one
+    (tokens, F) matrix. With 3-D activations XLA:CPU transposes the output gradient into a copy
+    before the weight-gradient matmul; with 2-D ones it contracts the token axis in place (a
+    BERT-base step is 10% faster). In a low-precision dtype the product accumulates in float32
+    (matmul.einsum), the bias is added in float32 and the sum is rounded to that dtype."""
 
+    features: int
+    dtype: jnp.dtype = jnp.float32
+    use_bias: bool = True
+    kernel_init: Callable = nn.initializers.lecun_normal()
+    bias_init: Callable = nn.initializers.zeros
+
+    @nn.compact
     def __call__(self, inputs):
-        flat = super().__call__(inputs.reshape(-1, inputs.shape[-1]))
-        return flat.reshape(*inputs.shape[:-1], self.features)
+        kernel = self.param("kernel", self.kernel_init, (inputs.shape[-1], self.features),
+                            jnp.float32)
+        y = matmul.einsum("tf,fo->to", inputs.reshape(-1, inputs.shape[-1]), kernel, self.dtype)
+        if self.use_bias:
+            y = y + self.param("bias", self.bias_init, (self.features,), jnp.float32)
+        return y.reshape(*inputs.shape[:-1], self.features).astype(self.dtype)
 
 
 def dense(config: BertConfig, features: int, dtype, name: str) -> Dense:
-    return Dense(features, dtype=dtype, kernel_init=weight_init(config),
-                 bias_init=nn.initializers.zeros, name=name)
+    return Dense(features, dtype=dtype, kernel_init=weight_init(config), name=name)
 
 
 def layer_norm(config: BertConfig, name: str) -> "LayerNorm":
@@ -134,9 +146,10 @@ class SelfAttention(nn.Module):
         cfg = self.config
         B, L, H = x.shape
         heads = lambda y: y.reshape(B, L, cfg.num_attention_heads, cfg.head_dim)  # noqa: E731
-        q = heads(dense(cfg, H, self.dtype, "query")(x))  # (B, L, N, D)
-        k = heads(dense(cfg, H, self.dtype, "key")(x))  # (B, L, N, D)
-        v = heads(dense(cfg, H, self.dtype, "value")(x))  # (B, L, N, D)
+        xc = x.astype(self.dtype)  # rounded once, and kept once for the three backward passes
+        q = heads(dense(cfg, H, self.dtype, "query")(xc))  # (B, L, N, D)
+        k = heads(dense(cfg, H, self.dtype, "key")(xc))  # (B, L, N, D)
+        v = heads(dense(cfg, H, self.dtype, "value")(xc))  # (B, L, N, D)
         mask = attention_mask[:, None, None, :].astype(bool)  # (B, 1, 1, L): keys only
         rate = cfg.attention_probs_dropout_prob
         if deterministic or rate == 0.0:
@@ -162,6 +175,8 @@ class SelfAttention(nn.Module):
             scores = jnp.where(mask, scores, jnp.finfo(dtype).min)
             return jax.nn.softmax(scores.astype(jnp.float32))
 
+        # batched products stay in `dtype`: XLA:CPU has no bfloat16 x bfloat16 = float32 kernel
+        # for some of their gradients (and they are 4% of a step's FLOPs at base)
         p = dropout(rng, probs(q.astype(dtype), k.astype(dtype)), 1.0 - rate).astype(dtype)
         return jnp.einsum("...hqk,...khd->...qhd", p, v.astype(dtype))  # (B, L, N, D)
 
@@ -178,7 +193,8 @@ class FeedForward(nn.Module):
         h = dense(cfg, cfg.intermediate_size, self.dtype, "intermediate")(x)  # (B, L, I)
         # f32: bf16 GELU loses digits. Recomputed in the backward pass from h rather than keeping
         # its two (B, L, I) intermediates: -143 MB at base, no slower
-        h = jax.checkpoint(ACTIVATION_FNS[cfg.hidden_act])(h.astype(jnp.float32))
+        act = ACTIVATION_FNS[cfg.hidden_act]
+        h = jax.checkpoint(lambda h: act(h.astype(jnp.float32)))(h)  # keeps h in `dtype`
         y = dense(cfg, cfg.hidden_size, self.dtype, "output")(h)  # (B, L, H)
         y = Dropout(cfg.hidden_dropout_prob)(y, deterministic=deterministic)
         return layer_norm(cfg, "layer_norm")(x + y)

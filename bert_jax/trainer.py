@@ -58,7 +58,7 @@ def pretrain(cfg: PretrainConfig, workdir: str) -> dict[str, float]:
     step_fn = jax.jit(train_step.make_pretrain_step(spec, schedule, cfg.grad_accum_steps, lookup),
                       in_shardings=(replicated, data, replicated),
                       out_shardings=(replicated, replicated), donate_argnums=(0,),
-                      compiler_options=xla_options.train_step(cfg.remat))
+                      compiler_options=xla_options.train_step(cfg.remat, cfg.dtype))
     eval_fn = jax.jit(train_step.make_pretrain_eval_step(spec, lookup),
                       in_shardings=(replicated, data, replicated), out_shardings=replicated,
                       compiler_options=xla_options.forward())

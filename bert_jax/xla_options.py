@@ -7,14 +7,20 @@ user's own flags and other JAX code in the process are left alone. Empty off CPU
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 
 
-def train_step(remat: bool) -> dict:
-    """With remat on CPU: XLA's memory-optimised scheduler. Its default schedule runs the
-    recomputation early, so the recomputed activations live about as long as the ones remat
-    dropped (BERT-base, seq 512: 8.8 GB peak without remat, 5.9 GB with remat and this
-    scheduler). Not without remat: there it costs 2% of step time for 190 MB less."""
-    if remat and jax.default_backend() == "cpu":
+def train_step(remat: bool, dtype="float32") -> dict:
+    """On CPU, with remat or a low-precision dtype: XLA's memory-optimised scheduler.
+
+    With remat, the default schedule runs the recomputation early, so the recomputed activations
+    live about as long as the ones remat dropped (BERT-base, seq 512: 8.8 GB peak without remat,
+    5.9 GB with remat and this scheduler). In bfloat16 the default schedule keeps float32
+    copies made for the weight-gradient matmuls alive together (BERT-base: 1174 MB of XLA
+    temporaries, 858 MB with this scheduler; 998 MB in float32). Not for plain float32: there
+    it costs 2% of step time for 190 MB less.
+    """
+    if (remat or jnp.dtype(dtype) != jnp.float32) and jax.default_backend() == "cpu":
         return {"xla_cpu_scheduler_type": "CPU_SCHEDULER_TYPE_MEMORY_OPTIMIZED"}
     return {}
 

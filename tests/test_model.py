@@ -161,3 +161,25 @@ def test_xla_options_compile_and_keep_results():
     for options in (xla_options.forward(), xla_options.train_step(remat=True)):
         np.testing.assert_allclose(jax.jit(fwd, compiler_options=options)(params), plain,
                                    atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("spec,shapes", [("tf,fo->to", ((24, 16), (16, 40))),
+                                         ("th,vh->tv", ((24, 16), (50, 16)))])
+def test_rounded_einsum_gradients_are_the_rounded_products(spec, shapes):
+    """matmul.einsum in bfloat16: the forward and both gradients equal float32 products of the
+    bfloat16-rounded operands and output gradient (to float32 summation order)."""
+    from bert_jax import matmul
+    x, w = (jax.random.normal(jax.random.key(i), s) for i, s in enumerate(shapes))
+    g = jax.random.normal(jax.random.key(5), jnp.einsum(spec, x, w).shape)
+    r = lambda a: a.astype(jnp.bfloat16).astype(jnp.float32)  # noqa: E731
+    out, vjp = jax.vjp(lambda x, w: matmul.einsum(spec, x, w, jnp.bfloat16), x, w)
+    ref_out, ref_vjp = jax.vjp(lambda x, w: jnp.einsum(spec, x, w), r(x), r(w))
+    assert out.dtype == jnp.float32
+    np.testing.assert_allclose(out, ref_out, rtol=1e-5, atol=1e-5)
+    dx, dw = vjp(g)
+    ref_dx, ref_dw = ref_vjp(r(g))
+    assert dx.dtype == dw.dtype == jnp.float32
+    np.testing.assert_allclose(dx, r(ref_dx), rtol=1e-2, atol=1e-2)  # dx comes out rounded
+    np.testing.assert_allclose(dw, ref_dw, rtol=1e-5, atol=1e-5)
+    # float32 is plain jnp.einsum, autodiff and all
+    np.testing.assert_array_equal(matmul.einsum(spec, x, w, jnp.float32), jnp.einsum(spec, x, w))
