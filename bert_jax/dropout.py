@@ -80,22 +80,22 @@ def dropout(rng, x, keep_prob: float):
     return _scale_kept(x, packed, keep_prob)
 
 
-def _unpack(packed, n: int):
-    return jnp.unpackbits(packed, axis=-1, count=n).astype(bool)
+def _select_kept(x, packed, keep_prob):
+    keep = jnp.unpackbits(packed, axis=-1, count=x.shape[-1]).astype(bool)
+    return jax.lax.select(keep, x / keep_prob, jnp.zeros_like(x))
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
 def _scale_kept(x, packed, keep_prob):
-    return jax.lax.select(_unpack(packed, x.shape[-1]), x / keep_prob, jnp.zeros_like(x))
+    return _select_kept(x, packed, keep_prob)
 
 
 def _scale_kept_fwd(x, packed, keep_prob):
-    return _scale_kept(x, packed, keep_prob), packed
+    return _select_kept(x, packed, keep_prob), packed
 
 
-def _scale_kept_bwd(keep_prob, packed, g):
-    dx = jax.lax.select(_unpack(packed, g.shape[-1]), g / keep_prob, jnp.zeros_like(g))
-    return dx, None
+def _scale_kept_bwd(keep_prob, packed, g):  # linear in x: the same select of the gradient
+    return _select_kept(g, packed, keep_prob), None
 
 
 _scale_kept.defvjp(_scale_kept_fwd, _scale_kept_bwd)

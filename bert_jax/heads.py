@@ -40,7 +40,7 @@ class MlmHead(nn.Module):
                                    ).reshape(*h.shape[:-1], cfg.vocab_size)  # (B, P, V)
         else:
             logits = Dense(cfg.vocab_size, use_bias=False, dtype=self.dtype,
-                              kernel_init=weight_init(cfg), name="decoder")(h)  # (B, P, V)
+                           kernel_init=weight_init(cfg), name="decoder")(h)  # (B, P, V)
         bias = self.param("bias", nn.initializers.zeros, (cfg.vocab_size,), jnp.float32)
         return logits.astype(jnp.float32) + bias
 
