@@ -15,9 +15,10 @@ import time
 import jax
 import numpy as np
 
-from bert_jax import batches, masking
-from bert_jax import tokenizer as tok_lib
-from bert_jax.pretraining_data import build_pretraining_dataset
+from bert_jax.data import batches
+from bert_jax.data import masking
+from bert_jax.data import tokenizer as tok_lib
+from bert_jax.data.pretraining_examples import build_pretraining_dataset
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -7,23 +7,18 @@ a pretraining workdir) or a fine-tuning workdir (its best model, WORKDIR/model).
 from __future__ import annotations
 
 import functools
-import os
 from typing import Optional, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bert_jax import batches, pretrained, tokenizer, xla_options
+from bert_jax.checkpoints import paths
+from bert_jax.checkpoints.model_dir import load_pretrained
+from bert_jax.data import batches, tokenizer
 from bert_jax.errors import BertJaxError
-from bert_jax.heads import BertForMaskedLM, BertForSequenceClassification
-from bert_jax.model import BertModel
-
-
-def resolve(path: str) -> str:
-    """A fine-tuning workdir means its best model; anything else is used as given."""
-    best = os.path.join(path, "model")
-    return best if pretrained.is_model_dir(best) else path
+from bert_jax.models import BertForMaskedLM, BertForSequenceClassification, BertModel
+from bert_jax.training import xla_options
 
 
 _HEADS = {"classifier": "has no classifier head{} (fine-tune it first with `bert-jax finetune`)",
@@ -40,12 +35,10 @@ def require_head(params, head: str, where: str = "") -> None:
 def load(path: str, head: str = ""):
     """(config, params, tokenizer) of a model directory; `head` ("classifier", "predictions")
     is required to be there, refused naming the directory before any input is read."""
-    path = resolve(path)
-    config, params = pretrained.load_pretrained(path)
+    config, params = load_pretrained(path)
     if head:
-        require_head(params, head, path)
-    vocab = os.path.join(path, "vocab")
-    source = tokenizer.vocab_path(vocab if os.path.isdir(vocab) else path)
+        require_head(params, head, paths.model_path(path))
+    source = tokenizer.vocab_path(paths.vocab_dir(path))
     tok = tokenizer.load(source)
     tokenizer.check_fits(tok, config.vocab_size, source)
     return config, params, tok

@@ -5,7 +5,7 @@ validation split, so the test file is the validation file: with one epoch there 
 of epoch for it to leak into. `init` is filled in by the command line (`--init DIR`).
 """
 
-from bert_jax.finetune_config import FinetuneConfig
+from bert_jax.training.finetune_config import FinetuneConfig
 
 
 def get_config() -> FinetuneConfig:

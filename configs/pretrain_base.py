@@ -1,6 +1,6 @@
 """Paper phase 1: BERT-base, sequence length 128, batch 256, 1e-4, 10k warmup (900k steps)."""
 
-from bert_jax.train_config import PretrainConfig
+from bert_jax.training.pretrain_config import PretrainConfig
 
 
 def get_config() -> PretrainConfig:

@@ -1,6 +1,6 @@
 """The default run: BERT-tiny (L2 H128 A2) on the bundled Austen novels, minutes on 2 CPU cores."""
 
-from bert_jax.train_config import PretrainConfig
+from bert_jax.training.pretrain_config import PretrainConfig
 
 
 def get_config() -> PretrainConfig:

@@ -56,8 +56,8 @@ def make_hf_model(directory, architecture="BertForPreTraining", seed=0, fmt="saf
 def pretrain_setup(tmp_path_factory):
     """A small corpus (the first 400 lines of three novels), its vocabulary, a tiny model, and
     the `train.py` overrides of a small pretraining run on them."""
-    from bert_jax.config import BertConfig
-    from bert_jax.tokenizer import train_tokenizer
+    from bert_jax.models.config import BertConfig
+    from bert_jax.data.tokenizer import train_tokenizer
     base = tmp_path_factory.mktemp("pretrain")
     corpus = base / "corpus"
     corpus.mkdir()

@@ -41,8 +41,10 @@ LONG = " ".join(["the cat sat on the mat and the dog read a book ."] * 5)  # 65 
 def b(tmp_path_factory):
     """Tiny random models (vocab 97, H32, L2, 40 positions) in both formats, data files, a
     pretraining corpus and config: the shared, read-only inputs of every case."""
-    from bert_jax import convert, pretrained
-    from bert_jax.config import BertConfig
+    from bert_jax.checkpoints import huggingface as convert
+    from bert_jax.checkpoints import model_dir as pretrained
+    from bert_jax.checkpoints import paths
+    from bert_jax.models.config import BertConfig
     root = tmp_path_factory.mktemp("bad_input")
     p = lambda *parts: str(root.joinpath(*parts))  # noqa: E731
     vocab = "".join(t + "\n" for t in VOCAB)
@@ -54,7 +56,7 @@ def b(tmp_path_factory):
         (root / name / "vocab.txt").write_text(vocab, encoding="utf-8")
     for src, dst in (("hf", "ours"), ("hf_cls", "ours_cls")):
         config, params = convert.load_hf(p(src))
-        pretrained.save_model_dir(p(dst), config, params, convert.vocab_files_in(p(src)))
+        pretrained.save_model_dir(p(dst), config, params, paths.vocab_files(p(src)))
     (root / "texts.txt").write_text("the cat sat on the mat .\na good film\nok\n", encoding="utf-8")
     rows = ["a good film", "the worst movie", "i love this cake", "bad food", "great tea",
             "never buy this", "nice house", "the price is bad"]
@@ -68,7 +70,7 @@ def b(tmp_path_factory):
     BertConfig(vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                intermediate_size=37, max_position_embeddings=40).to_json_file(p("model.json"))
     (root / "pretrain.py").write_text(
-        "from bert_jax.train_config import PretrainConfig\n\n\n"
+        "from bert_jax.training.pretrain_config import PretrainConfig\n\n\n"
         "def get_config():\n"
         f"    return PretrainConfig(model={p('model.json')!r}, vocab={p('vocab.txt')!r},\n"
         f"                          train_files={p('corpus', '*.txt')!r}, max_seq_length=32,\n"
@@ -393,7 +395,7 @@ def pretrain_config_raises(b, t):
 
 @case
 def pretrain_config_field_of_wrong_type(b, t):
-    (t / "typed.py").write_text("from bert_jax.train_config import PretrainConfig\n"
+    (t / "typed.py").write_text("from bert_jax.training.pretrain_config import PretrainConfig\n"
                                 "def get_config():\n    return PretrainConfig(steps='10')\n")
     return Case(["pretrain", "--config", str(t / "typed.py"), "--workdir", str(t / "work")],
                 "config.steps: expected int, got '10'", absent=(t / "work",))
@@ -493,7 +495,7 @@ def pretrain_model_vocab_size_mismatch(b, t):
 @case
 def pretrain_workdir_holds_another_model(b, t):
     """An existing run (its config.json, checkpoints/ and its own vocab/) must stay untouched."""
-    from bert_jax.config import BertConfig
+    from bert_jax.models.config import BertConfig
     work = t / "run"
     (work / "checkpoints" / "2").mkdir(parents=True)
     (work / "checkpoints" / "2" / "marker").write_text("a checkpoint")

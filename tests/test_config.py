@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from bert_jax.config import BertConfig
+from bert_jax.models.config import BertConfig
 from bert_jax.errors import BertJaxError
 
 

@@ -6,7 +6,8 @@ import os
 import pytest
 
 from bert_jax.errors import BertJaxError
-from bert_jax.train_config import PretrainConfig, apply_overrides, load_config
+from bert_jax.training.pretrain_config import PretrainConfig, load_config
+from bert_jax.training.config_files import apply_overrides
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

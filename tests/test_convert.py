@@ -8,10 +8,10 @@ import pytest
 from conftest import make_hf_model
 from safetensors.numpy import load_file
 
-from bert_jax import parity
-from bert_jax.convert import load_hf, read_state_dict, save_hf
-from bert_jax.heads import BertForPreTraining
-from bert_jax.pretrained import load_pretrained, save_model_dir
+from bert_jax.checkpoints import parity
+from bert_jax.checkpoints.huggingface import load_hf, read_state_dict, save_hf
+from bert_jax.models.task_models import BertForPreTraining
+from bert_jax.checkpoints.model_dir import load_pretrained, save_model_dir
 
 SHAPES = [  # (hidden, heads, layers, intermediate, hidden_act, batch, seq_len)
     (16, 1, 1, 40, "gelu", 2, 7),
@@ -66,7 +66,7 @@ def test_real_minilm_parity_and_bfloat16(minilm_dir):
     assert report["sequence_output"] <= 1e-5 and report["pooled_output"] <= 1e-5, report
     # bfloat16: outputs reach |6| where bf16's spacing is 0.03, so the sequence output is held to
     # 2e-2 relative to its largest value; the tanh-bounded pooled output to 2e-2 absolute.
-    from bert_jax.model import BertModel
+    from bert_jax.models.encoder import BertModel
     import jax.numpy as jnp
     config, params = load_hf(minilm_dir)
     batch = parity.inputs_np(parity.parity_batch(config, 4, 37, seed=1))
@@ -100,7 +100,7 @@ def test_hf_to_ours_to_hf_is_bit_exact(tmp_path, minilm_dir):
 @pytest.mark.parametrize("tied", [True, False])
 def test_ours_to_hf_to_ours_is_bit_exact_and_loads_cleanly_in_transformers(tmp_path, tied):
     import transformers
-    from bert_jax.config import BertConfig
+    from bert_jax.models.config import BertConfig
     config = BertConfig(vocab_size=89, hidden_size=24, num_hidden_layers=2, num_attention_heads=3,
                         intermediate_size=48, max_position_embeddings=32,
                         tie_word_embeddings=tied)

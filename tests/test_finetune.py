@@ -9,9 +9,13 @@ import shutil
 import numpy as np
 import pytest
 
-from bert_jax import classification_data, cli, finetuner, inference, pretrained
-from bert_jax.finetune_config import FinetuneConfig
-from bert_jax.scores import classification_scores
+from bert_jax.data import classification as classification_data
+from bert_jax import cli
+from bert_jax.training import finetune as finetuner
+from bert_jax import inference
+from bert_jax.checkpoints import model_dir as pretrained
+from bert_jax.training.finetune_config import FinetuneConfig
+from bert_jax.training.scores import classification_scores
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FOODS = os.path.join(ROOT, "data", "fine_foods")
@@ -128,7 +132,7 @@ def test_resume_from_an_epoch_end_matches_the_straight_run(tiny, run, tmp_path):
 
 
 def test_label_maps_and_sentence_pairs(minilm_dir, tmp_path, caplog):
-    from bert_jax import tokenizer
+    from bert_jax.data import tokenizer
     tok = tokenizer.load(minilm_dir)
     train = tmp_path / "train.jsonl"
     train.write_text("\n".join(json.dumps(r) for r in [
@@ -190,7 +194,8 @@ def test_predict_refuses_null_texts(run, tmp_path, capsys):
 
 
 def test_finetune_config_file_and_overrides(minilm_dir):
-    from bert_jax import finetune_config, train_config
+    from bert_jax.training import finetune_config
+    from bert_jax.training import pretrain_config as train_config
     from bert_jax.errors import BertJaxError
     path = os.path.join(ROOT, "configs", "finetune_fine_foods.py")
     cfg = finetune_config.load_config(path, ["epochs=2", "best_metric=macro_f1"], init=minilm_dir,

@@ -6,7 +6,8 @@ import shutil
 import numpy as np
 import pytest
 
-from bert_jax import cli, inference
+from bert_jax import cli
+from bert_jax import inference
 
 TEXTS = ["The cat sat on the mat.", "Paris is the capital of France, and a large city.", "ok"]
 

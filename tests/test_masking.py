@@ -9,9 +9,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bert_jax import tokenizer as tok_lib
+from bert_jax.data import tokenizer as tok_lib
 from bert_jax.errors import BertJaxError
-from bert_jax.masking import MaskingSpec, mask_batch, mask_tokens
+from bert_jax.data.masking import MaskingSpec, mask_batch, mask_tokens
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 L, P = 128, 20

@@ -5,8 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bert_jax import (BertConfig, BertForMaskedLM, BertForPreTraining,
-                      BertForSequenceClassification, BertModel)
+from bert_jax import BertConfig, BertForMaskedLM, BertForPreTraining, BertForSequenceClassification, BertModel
 
 TINY = BertConfig(vocab_size=101, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                   intermediate_size=64, max_position_embeddings=24)
@@ -85,7 +84,7 @@ def test_dropout_only_when_not_deterministic():
 def test_dropout_mask_equals_bernoulli_bit_for_bit(keep_prob):
     """The unrolled threefry + integer threshold draws exactly jax.random.bernoulli's mask, so
     dropout is nn.Dropout's, only cheaper."""
-    from bert_jax.dropout import dropout_mask, random_bits
+    from bert_jax.models.ops.dropout import dropout_mask, random_bits
     for seed in range(3):
         key = jax.random.key(seed)
         for shape in [(3, 4, 9, 9), (5, 33), (1000,)]:
@@ -152,7 +151,7 @@ def test_classifier_labels_and_bfloat16_compute():
 def test_xla_options_compile_and_keep_results():
     """The per-function XLA options are valid option names for this jaxlib (a renamed option
     fails to compile) and change speed or memory only, not results beyond rounding."""
-    from bert_jax import xla_options
+    from bert_jax.training import xla_options
     ids, types, mask = batch()
     model = BertModel(TINY)
     params = model.init(jax.random.key(0), ids, types, mask)
@@ -168,7 +167,7 @@ def test_xla_options_compile_and_keep_results():
 def test_rounded_einsum_gradients_are_the_rounded_products(spec, shapes):
     """matmul.einsum in bfloat16: the forward and both gradients equal float32 products of the
     bfloat16-rounded operands and output gradient (to float32 summation order)."""
-    from bert_jax import matmul
+    from bert_jax.models.ops import matmul
     x, w = (jax.random.normal(jax.random.key(i), s) for i, s in enumerate(shapes))
     g = jax.random.normal(jax.random.key(5), jnp.einsum(spec, x, w).shape)
     r = lambda a: a.astype(jnp.bfloat16).astype(jnp.float32)  # noqa: E731

@@ -8,7 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bert_jax import loop, sharding
+from bert_jax.training import loop
+from bert_jax.training import sharding
 from bert_jax.errors import BertJaxError
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from conftest import train
 
-from bert_jax.config import BertConfig
+from bert_jax.models.config import BertConfig
 
 
 @pytest.fixture(scope="session")
@@ -24,7 +24,7 @@ def losses(workdir):
 
 
 def final_params(workdir):
-    from bert_jax.checkpoint import latest_params
+    from bert_jax.checkpoints.model_dir import latest_checkpoint_params as latest_params
     return latest_params(str(workdir))
 
 
@@ -85,9 +85,9 @@ def test_export_loads_in_transformers_and_fill_mask_agrees(setup, one_device_run
     import torch
     import transformers
 
-    from bert_jax.heads import BertForPreTraining
-    from bert_jax.pretrained import load_pretrained
-    from bert_jax.tokenizer import load
+    from bert_jax.models.task_models import BertForPreTraining
+    from bert_jax.checkpoints.model_dir import load_pretrained
+    from bert_jax.data.tokenizer import load
     export = str(one_device_run / "export")
     hf, info = transformers.BertForPreTraining.from_pretrained(export, output_loading_info=True)
     assert not any(info[k] for k in ("missing_keys", "unexpected_keys", "mismatched_keys"))

@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer, models
 
-from bert_jax import batches, pretraining_data
-from bert_jax import tokenizer as tok_lib
+from bert_jax.data import batches
+from bert_jax.data import pretraining_examples as pretraining_data
+from bert_jax.data import tokenizer as tok_lib
 from bert_jax.errors import BertJaxError
-from bert_jax.pretraining_data import build_pretraining_dataset, create_instances
-from bert_jax.sentences import split_sentences
+from bert_jax.data.pretraining_examples import build_pretraining_dataset, create_instances
+from bert_jax.data.sentences import split_sentences
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 AUSTEN = os.path.join(ROOT, "data", "austen", "*.txt")
@@ -203,7 +204,7 @@ def test_documents_too_short_to_pair_are_reported(tmp_path, synthetic, caplog):
     tokenizer = synthetic[1]
     corpus = tmp_path / "short.txt"
     corpus.write_text("d1s1\nd1s2\n\nd2s1\n\nd3s1\n\n\x07\n", encoding="utf-8")
-    with caplog.at_level(logging.WARNING, logger="bert_jax.pretraining_data"):
+    with caplog.at_level(logging.WARNING, logger="bert_jax.data.pretraining_examples"):
         arrays = batches.as_arrays(build_pretraining_dataset(
             str(corpus), tokenizer, documents="blank_line", sentence_per_line=True,
             cache_dir=str(tmp_path / "c")))

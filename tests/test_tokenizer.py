@@ -7,7 +7,7 @@ import shutil
 import pytest
 from transformers import BertTokenizerFast
 
-from bert_jax import tokenizer as tok_lib
+from bert_jax.data import tokenizer as tok_lib
 from bert_jax.errors import BertJaxError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -5,11 +5,12 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from bert_jax import optim, train_step
-from bert_jax.config import BertConfig
-from bert_jax.heads import BertForPreTraining
-from bert_jax.masking import MaskingSpec
-from bert_jax.train_config import PretrainConfig
+from bert_jax.training import optim
+from bert_jax.training import steps as train_step
+from bert_jax.models.config import BertConfig
+from bert_jax.models.task_models import BertForPreTraining
+from bert_jax.data.masking import MaskingSpec
+from bert_jax.training.pretrain_config import PretrainConfig
 
 CONFIG = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                     intermediate_size=32, max_position_embeddings=16)

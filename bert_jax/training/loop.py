@@ -16,8 +16,8 @@ from typing import Callable, Optional
 import jax
 from tqdm import tqdm
 
-from bert_jax import losses, sharding
 from bert_jax.errors import BertJaxError
+from bert_jax.training import losses, sharding
 
 log = logging.getLogger("bert_jax")
 

@@ -13,7 +13,8 @@ import jax.numpy as jnp
 import optax
 from flax.training import train_state
 
-from bert_jax import losses, masking
+from bert_jax.data import masking
+from bert_jax.training import losses
 
 TrainState = train_state.TrainState  # step, params, opt_state; apply_fn and tx are static
 

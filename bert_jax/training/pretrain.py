@@ -17,14 +17,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bert_jax import (batches, checkpoint, losses, loop, masking, optim, pretrained, sharding,
-                      tokenizer, train_step, xla_options)
-from bert_jax.config import BertConfig
+from bert_jax.checkpoints import model_dir, paths
+from bert_jax.checkpoints.huggingface import save_hf
+from bert_jax.data import batches, masking, text_files, tokenizer
+from bert_jax.data.pretraining_examples import build_pretraining_dataset
 from bert_jax.errors import BertJaxError
-from bert_jax.heads import BertForPreTraining
-from bert_jax.metric_writer import MetricWriter, parameter_table
-from bert_jax.pretraining_data import build_pretraining_dataset
-from bert_jax.train_config import PretrainConfig
+from bert_jax.models import BertConfig, BertForPreTraining
+from bert_jax.training import checkpointer, loop, losses, optim, sharding, steps, xla_options
+from bert_jax.training.metric_writer import MetricWriter, parameter_table
+from bert_jax.training.pretrain_config import PretrainConfig
 
 log = logging.getLogger("bert_jax")
 
@@ -44,7 +45,7 @@ def pretrain(cfg: PretrainConfig, workdir: str) -> dict[str, float]:
     model = BertForPreTraining(config, jnp.dtype(cfg.dtype), remat=cfg.remat)
     tx = optim.make_optimizer(cfg)
     state = _init_state(model, tx, cfg, mesh)
-    checkpointer = checkpoint.Checkpointer(workdir, cfg.keep_checkpoints, cfg.checkpoint_every)
+    checkpointer = checkpointer.Checkpointer(workdir, cfg.keep_checkpoints, cfg.checkpoint_every)
     state = _restore(checkpointer, state, cfg, mesh)
     log.info("run %s\nmodel %s\n%s", json.dumps(dataclasses.asdict(cfg), sort_keys=True),
              json.dumps(config.to_dict(), sort_keys=True),
@@ -55,11 +56,11 @@ def pretrain(cfg: PretrainConfig, workdir: str) -> dict[str, float]:
     lookup = jnp.asarray(tokenizer.continuation_lookup(tok)) if cfg.whole_word_masking else None
     schedule = optim.learning_rate_schedule(cfg.learning_rate, cfg.warmup_steps, cfg.steps)
     replicated, data = sharding.replicated(mesh), sharding.data_sharded(mesh)
-    step_fn = jax.jit(train_step.make_pretrain_step(spec, schedule, cfg.grad_accum_steps, lookup),
+    step_fn = jax.jit(steps.make_pretrain_step(spec, schedule, cfg.grad_accum_steps, lookup),
                       in_shardings=(replicated, data, replicated),
                       out_shardings=(replicated, replicated), donate_argnums=(0,),
                       compiler_options=xla_options.train_step(cfg.remat, cfg.dtype))
-    eval_fn = jax.jit(train_step.make_pretrain_eval_step(spec, lookup),
+    eval_fn = jax.jit(steps.make_pretrain_eval_step(spec, lookup),
                       in_shardings=(replicated, data, replicated), out_shardings=replicated,
                       compiler_options=xla_options.forward())
     key = sharding.replicated_key(cfg.seed, mesh)
@@ -93,8 +94,8 @@ def pretrain(cfg: PretrainConfig, workdir: str) -> dict[str, float]:
 def check_inputs(cfg: PretrainConfig, workdir: str) -> None:
     """Read every input the run names before anything is written into the workdir, so a bad
     one leaves an existing workdir exactly as it was (and costs no slow work)."""
-    for path in tokenizer.resolve_files(cfg.train_files):
-        tokenizer.read_text(path)
+    for path in text_files.resolve_files(cfg.train_files):
+        text_files.read_text(path)
     own = os.path.join(workdir, "vocab", "tokenizer.json")
     source = cfg.vocab or (own if os.path.isfile(own) else "")
     if source:
@@ -104,9 +105,9 @@ def check_inputs(cfg: PretrainConfig, workdir: str) -> None:
     else:
         vocab_size = cfg.vocab_size
     _check_workdir(workdir, cfg, model_config(cfg, vocab_size), main=False)  # writes nothing
-    has_checkpoint = checkpoint.latest_complete_step(workdir) is not None
+    has_checkpoint = paths.latest_checkpoint_step(workdir) is not None
     if cfg.init_from and not has_checkpoint:  # a resumed run never reads init_from
-        pretrained.load_pretrained(cfg.init_from)
+        model_dir.load_pretrained(cfg.init_from)
 
 
 def _with_loss(values: dict) -> dict:
@@ -188,7 +189,7 @@ _SHAPE_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attentio
 def _check_workdir(workdir, cfg, config, main):
     """A workdir belongs to one model: refuse to resume a checkpoint of another shape."""
     path = os.path.join(workdir, "config.json")
-    has_checkpoints = os.path.isdir(os.path.join(workdir, checkpoint.CHECKPOINTS))
+    has_checkpoints = os.path.isdir(os.path.join(workdir, paths.CHECKPOINTS))
     if os.path.isfile(path) and has_checkpoints:
         saved = BertConfig.from_json_file(path)
         diff = [f"{name} {getattr(saved, name)} there, {getattr(config, name)} here"
@@ -229,7 +230,7 @@ def _init_state(model, tx, cfg, mesh):
 
     def init(key):
         params = model.init(key, ids)["params"]
-        return train_step.TrainState.create(apply_fn=model.apply, params=params, tx=tx)
+        return steps.TrainState.create(apply_fn=model.apply, params=params, tx=tx)
 
     return jax.jit(init, out_shardings=sharding.replicated(mesh))(
         jax.random.fold_in(jax.random.key(cfg.seed), 2**31 - 2))
@@ -242,7 +243,7 @@ def _restore(checkpointer, state, cfg, mesh):
         log.info("resuming from %s/%d", checkpointer.directory, latest)
         return checkpointer.restore(latest, state)
     if cfg.init_from:
-        params = pretrained.init_from(cfg.init_from, jax.device_get(state.params))
+        params = model_dir.init_from(cfg.init_from, jax.device_get(state.params))
         params = jax.device_put(params, sharding.replicated(mesh))
         return state.replace(params=params, opt_state=state.tx.init(params))
     return state
@@ -250,7 +251,6 @@ def _restore(checkpointer, state, cfg, mesh):
 
 def _export(workdir, config, state):
     """A Hugging Face directory (config.json, model.safetensors, vocab) beside the weights."""
-    from bert_jax.convert import save_hf
     vocab_dir = os.path.join(workdir, "vocab")
     vocab_files = [os.path.join(vocab_dir, f) for f in os.listdir(vocab_dir)]
     save_hf(os.path.join(workdir, "export"), config, sharding.fetch(state.params), vocab_files,

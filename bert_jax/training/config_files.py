@@ -1,8 +1,8 @@
-"""Run configs: Python files with one `get_config()`, plus `--config.FIELD=VALUE` overrides.
+"""Run config files: Python files with one `get_config()`, plus `FIELD=VALUE` overrides.
 
-A config file returns a PretrainConfig; variants import a base file from the same directory and
-`.replace(...)` fields. Overrides are parsed to the field's type; an unknown field is refused
-with the close matches listed.
+Shared by every run config dataclass (PretrainConfig, FinetuneConfig): running the file, parsing
+overrides to the field's type (an unknown field is refused with the close matches listed), and
+the range checks, each refusal naming its field.
 """
 
 from __future__ import annotations
@@ -15,67 +15,10 @@ import os
 import sys
 import traceback
 import typing
-from typing import Optional
 
 from bert_jax.errors import BertJaxError
 
-
-@dataclasses.dataclass(frozen=True)
-class PretrainConfig:
-    """Everything one pretraining run needs; saved as JSON beside its checkpoints."""
-
-    # model and initialisation
-    model: str = "tiny"  # a BertConfig preset (tiny … large) or a path to a config.json
-    init_from: str = ""  # model dir, HF dir or pretraining workdir to start from ("" = scratch)
-    dtype: str = "float32"  # computation dtype: float32 | bfloat16 (params stay float32)
-    remat: bool = False  # recompute each layer in the backward pass: less memory, ~1/3 more time
-    dropout: Optional[float] = None  # hidden and attention dropout; None keeps the model's (0.1)
-    # data
-    train_files: str = "data/austen/*.txt"  # glob of UTF-8 text files, one document per file
-    documents: str = "file"  # "file": one document a file; "blank_line": split at blank lines
-    vocab: str = ""  # vocab.txt / tokenizer.json; "" trains one into WORKDIR/vocab
-    vocab_size: int = 8192  # size of the vocabulary trained when `vocab` is ""
-    lowercase: bool = True  # uncased model (lowercase + strip accents) for a trained vocab
-    max_seq_length: int = 128  # tokens per example, [CLS] and [SEP]s included
-    max_predictions_per_seq: int = 20  # masked positions per example (P)
-    masked_lm_prob: float = 0.15  # fraction of real tokens chosen for MLM
-    whole_word_masking: bool = False  # choose all pieces of a word together
-    short_seq_prob: float = 0.1  # chance of a shorter target length, as the original
-    dupe_factor: int = 1  # passes over the corpus with different pairs
-    eval_fraction: float = 0.02  # share of examples held out for evaluation
-    data_seed: int = 0  # seeds pair creation, the held-out split and the batch order
-    # optimisation
-    batch_size: int = 32  # global batch size (all devices, all processes)
-    grad_accum_steps: int = 1  # micro-batches per step; each is batch_size / grad_accum_steps
-    steps: int = 1000  # optimiser updates
-    learning_rate: float = 1e-4  # peak learning rate
-    warmup_steps: int = 100  # linear warmup, then linear decay to 0 at `steps`
-    weight_decay: float = 0.01  # decoupled, on ≥2-D params only (not biases, not LayerNorm)
-    optimizer: str = "adamw"  # adamw | lamb
-    adam_b1: float = 0.9
-    adam_b2: float = 0.999
-    adam_eps: float = 1e-6
-    max_grad_norm: float = 1.0  # global-norm clipping
-    on_nonfinite: str = "stop"  # a NaN/Inf loss or gradient skips its update, then: stop | skip
-    seed: int = 0  # seeds init, masking and dropout (fold_in(key, step))
-    # bookkeeping
-    log_every: int = 50  # steps between metric logs
-    eval_every: int = 500  # steps between held-out evaluations (0 = only at the end)
-    eval_batches: int = 20  # held-out batches per evaluation (0 = all)
-    checkpoint_every: int = 500  # steps between checkpoints
-    keep_checkpoints: int = 3  # checkpoints kept on disk
-
-    def replace(self, **changes) -> "PretrainConfig":
-        return dataclasses.replace(self, **changes)
-
-
-_POSITIVE = ("vocab_size", "max_seq_length", "max_predictions_per_seq", "dupe_factor",
-             "batch_size", "grad_accum_steps", "steps", "log_every", "checkpoint_every",
-             "keep_checkpoints")
-_NON_NEGATIVE = ("warmup_steps", "data_seed", "seed", "eval_every", "eval_batches")
 NONFINITE_POLICIES = ("stop", "skip")
-_CHOICES = {"dtype": ("float32", "bfloat16"), "optimizer": ("adamw", "lamb"),
-            "documents": ("file", "blank_line"), "on_nonfinite": NONFINITE_POLICIES}
 
 
 def check_fields(cfg, *, at_least_one=(), non_negative=(), choices=None, fractions=(),
@@ -116,30 +59,6 @@ def check_types(cfg) -> None:
         if not (number if kind is float else isinstance(value, kind) and
                 (kind is bool or not isinstance(value, bool))):
             raise BertJaxError(f"config.{name}: expected {kind.__name__}, got {value!r}")
-
-
-def validate(cfg: PretrainConfig) -> PretrainConfig:
-    """Refuse impossible values, naming the field."""
-    check_fields(cfg, at_least_one=_POSITIVE, non_negative=_NON_NEGATIVE, choices=_CHOICES,
-                 fractions=("masked_lm_prob", "short_seq_prob", "eval_fraction")
-                 + (("dropout",) if cfg.dropout is not None else ()),
-                 positive=("learning_rate", "adam_eps", "max_grad_norm"))
-    if cfg.warmup_steps > cfg.steps:
-        raise BertJaxError(f"config.warmup_steps: {cfg.warmup_steps} is more than config.steps "
-                           f"({cfg.steps})")
-    if cfg.batch_size % cfg.grad_accum_steps:
-        raise BertJaxError(f"config.batch_size: {cfg.batch_size} does not split into "
-                           f"{cfg.grad_accum_steps} micro-batches (config.grad_accum_steps)")
-    return cfg
-
-
-def load_config(path: str, overrides: typing.Sequence[str] = ()) -> PretrainConfig:
-    """Run `get_config()` of the Python file at `path`, then apply `FIELD=VALUE` overrides."""
-    cfg = run_config_file(path)
-    if not isinstance(cfg, PretrainConfig):
-        raise BertJaxError(f"{path}: get_config() returns a {type(cfg).__name__}, not a "
-                           f"PretrainConfig")
-    return validate(apply_overrides(cfg, overrides))
 
 
 def run_config_file(path: str):

@@ -10,16 +10,17 @@ so bfloat16 rounds only what goes into and comes out of the matmuls.
 
 from __future__ import annotations
 
-import functools
-from typing import Callable, Optional
+from typing import Optional
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from bert_jax import matmul
-from bert_jax.config import BertConfig
-from bert_jax.dropout import Dropout, dropout
+from bert_jax.models.config import BertConfig
+from bert_jax.models.ops.attention import attention
+from bert_jax.models.ops.dense import Dense
+from bert_jax.models.ops.dropout import Dropout
+from bert_jax.models.ops.layer_norm import LayerNorm
 
 ACTIVATION_FNS = {
     # exact GELU, as released BERT; written with erf (as torch) rather than jax.nn.gelu's erfc,
@@ -39,80 +40,13 @@ def weight_init(config: BertConfig):
     return jax.nn.initializers.truncated_normal(stddev=config.initializer_range)
 
 
-class Dense(nn.Module):
-    """nn.Dense (same parameters, same float32 result) that multiplies (…, F) inputs as one
-    (tokens, F) matrix. With 3-D activations XLA:CPU transposes the output gradient into a copy
-    before the weight-gradient matmul; with 2-D ones it contracts the token axis in place (train
-    steps 15-18% faster at every size). In a low-precision dtype the product accumulates in float32
-    (matmul.einsum), the bias is added in float32 and the sum is rounded to that dtype."""
-
-    features: int
-    dtype: jnp.dtype = jnp.float32
-    use_bias: bool = True
-    kernel_init: Callable = nn.initializers.lecun_normal()
-    bias_init: Callable = nn.initializers.zeros
-
-    @nn.compact
-    def __call__(self, inputs):
-        kernel = self.param("kernel", self.kernel_init, (inputs.shape[-1], self.features),
-                            jnp.float32)
-        y = matmul.einsum("tf,fo->to", inputs.reshape(-1, inputs.shape[-1]), kernel, self.dtype)
-        if self.use_bias:
-            y = y + self.param("bias", self.bias_init, (self.features,), jnp.float32)
-        return y.reshape(*inputs.shape[:-1], self.features).astype(self.dtype)
-
-
 def dense(config: BertConfig, features: int, dtype, name: str) -> Dense:
     return Dense(features, dtype=dtype, kernel_init=weight_init(config), name=name)
 
 
-def layer_norm(config: BertConfig, name: str) -> "LayerNorm":
+def layer_norm(config: BertConfig, name: str) -> LayerNorm:
     """Float32 LayerNorm whatever the compute dtype: the residual stream stays float32."""
     return LayerNorm(config.layer_norm_eps, name=name)
-
-
-class LayerNorm(nn.Module):
-    """nn.LayerNorm(dtype=float32), same parameters and the same forward op for op, whose backward
-    pass keeps only the normalised input (-72 MB at base, no slower; autodiff kept three arrays)."""
-
-    epsilon: float
-
-    @nn.compact
-    def __call__(self, x):
-        x = x.astype(jnp.float32)
-        scale = self.param("scale", nn.initializers.ones, (x.shape[-1],), jnp.float32)
-        bias = self.param("bias", nn.initializers.zeros, (x.shape[-1],), jnp.float32)
-        return _layer_norm(x, scale, bias, self.epsilon)
-
-
-def _layer_norm_stats(x, epsilon):
-    """flax's: mean, and E[x²] - mean² (clamped at 0) for the variance."""
-    mean = x.mean(-1, keepdims=True)
-    var = jnp.maximum(0.0, (x * x).mean(-1, keepdims=True) - mean * mean)
-    return mean, jax.lax.rsqrt(var + epsilon)
-
-
-@functools.partial(jax.custom_vjp, nondiff_argnums=(3,))
-def _layer_norm(x, scale, bias, epsilon):
-    mean, rstd = _layer_norm_stats(x, epsilon)
-    return (x - mean) * (rstd * scale) + bias
-
-
-def _layer_norm_fwd(x, scale, bias, epsilon):
-    mean, rstd = _layer_norm_stats(x, epsilon)
-    return (x - mean) * (rstd * scale) + bias, ((x - mean) * rstd, rstd, scale)
-
-
-def _layer_norm_bwd(epsilon, residuals, g):
-    x_hat, rstd, scale = residuals
-    batch_axes = tuple(range(g.ndim - 1))
-    gs = g * scale
-    dx = rstd * (gs - gs.mean(-1, keepdims=True)
-                 - x_hat * (gs * x_hat).mean(-1, keepdims=True))
-    return dx, (g * x_hat).sum(batch_axes), g.sum(batch_axes)
-
-
-_layer_norm.defvjp(_layer_norm_fwd, _layer_norm_bwd)
 
 
 class Embeddings(nn.Module):
@@ -151,34 +85,13 @@ class SelfAttention(nn.Module):
         k = heads(dense(cfg, H, self.dtype, "key")(xc))  # (B, L, N, D)
         v = heads(dense(cfg, H, self.dtype, "value")(xc))  # (B, L, N, D)
         mask = attention_mask[:, None, None, :].astype(bool)  # (B, 1, 1, L): keys only
-        rate = cfg.attention_probs_dropout_prob
-        if deterministic or rate == 0.0:
-            ctx = jax.nn.dot_product_attention(q, k, v, mask=mask)  # (B, L, N, D)
-        else:  # BERT drops attention probabilities; jax.nn's fused kernel has no dropout
-            ctx = self.dropout_attention(q, k, v, mask, rate)
+        rate = 0.0 if deterministic else cfg.attention_probs_dropout_prob
+        # BERT drops attention probabilities; jax.nn's fused kernel has no dropout
+        ctx = attention(q, k, v, mask, dropout_rate=rate, dtype=self.dtype,
+                        dropout_rng=self.make_rng("dropout") if rate else None)  # (B, L, N, D)
         y = dense(cfg, H, self.dtype, "output")(ctx.reshape(B, L, H))  # (B, L, H)
         y = Dropout(cfg.hidden_dropout_prob)(y, deterministic=deterministic)
         return layer_norm(cfg, "layer_norm")(x + y)
-
-    def dropout_attention(self, q, k, v, mask, rate: float):
-        """flax's nn.dot_product_attention with dropout (float32 softmax), mask for mask, except
-        that the backward pass recomputes the (B, N, L, L) softmax from q and k rather than
-        keeping its intermediates (-73 MB at base), and keeps the dropout mask as bits rather
-        than as a float32 multiplier (with the other dropout masks: -105 MB at base, seq 128)."""
-        dtype = self.dtype
-        rng = self.make_rng("dropout")
-
-        @jax.checkpoint
-        def probs(q, k):
-            q = q / jnp.sqrt(q.shape[-1]).astype(dtype)
-            scores = jnp.einsum("...qhd,...khd->...hqk", q, k)  # (B, N, L, L)
-            scores = jnp.where(mask, scores, jnp.finfo(dtype).min)
-            return jax.nn.softmax(scores.astype(jnp.float32))
-
-        # batched products stay in `dtype`: XLA:CPU has no bfloat16 x bfloat16 = float32 kernel
-        # for some of their gradients (and they are 4% of a step's FLOPs at base)
-        p = dropout(rng, probs(q.astype(dtype), k.astype(dtype)), 1.0 - rate).astype(dtype)
-        return jnp.einsum("...hqk,...khd->...qhd", p, v.astype(dtype))  # (B, L, N, D)
 
 
 class FeedForward(nn.Module):

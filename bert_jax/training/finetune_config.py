@@ -10,8 +10,8 @@ from __future__ import annotations
 import dataclasses
 import typing
 
-from bert_jax import train_config
 from bert_jax.errors import BertJaxError
+from bert_jax.training import config_files
 
 METRICS = ("accuracy", "macro_f1", "mcc")
 
@@ -68,12 +68,12 @@ def validate(cfg: FinetuneConfig) -> FinetuneConfig:
     if not cfg.dataset and not cfg.validation_file:
         raise BertJaxError("config.validation_file: give --validation FILE: the best epoch is "
                            "chosen on it")
-    train_config.check_fields(
+    config_files.check_fields(
         cfg, at_least_one=("max_seq_length", "epochs", "batch_size", "eval_batch_size",
                            "log_every", "checkpoint_every", "keep_checkpoints"),
         non_negative=("seed",),
         choices={"dtype": ("float32", "bfloat16"), "optimizer": ("adamw", "lamb"),
-                 "best_metric": METRICS, "on_nonfinite": train_config.NONFINITE_POLICIES},
+                 "best_metric": METRICS, "on_nonfinite": config_files.NONFINITE_POLICIES},
         fractions=("warmup_ratio",), positive=("learning_rate", "adam_eps", "max_grad_norm"))
     return cfg
 
@@ -81,11 +81,11 @@ def validate(cfg: FinetuneConfig) -> FinetuneConfig:
 def load_config(path: str, overrides: typing.Sequence[str] = (), **changes) -> FinetuneConfig:
     """`get_config()` of `path` (or the defaults when path is ""), then `FIELD=VALUE` overrides,
     then `changes` (the command-line flags that were given)."""
-    cfg = train_config.run_config_file(path) if path else FinetuneConfig()
+    cfg = config_files.run_config_file(path) if path else FinetuneConfig()
     if not isinstance(cfg, FinetuneConfig):
         raise BertJaxError(f"{path}: get_config() returns a {type(cfg).__name__}, not a "
                            f"FinetuneConfig")
-    cfg = train_config.apply_overrides(cfg, overrides)
+    cfg = config_files.apply_overrides(cfg, overrides)
     return validate(cfg.replace(**{k: v for k, v in changes.items() if v is not None}))
 
 

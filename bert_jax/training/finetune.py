@@ -18,17 +18,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bert_jax import (batches, classification_data, convert, loop, optim, pretrained, sharding,
-                      tokenizer, train_step, xla_options)
-from bert_jax.checkpoint import Checkpointer
+from bert_jax.checkpoints import model_dir, paths
+from bert_jax.checkpoints.huggingface import save_hf
+from bert_jax.data import batches, classification, tokenizer
 from bert_jax.errors import BertJaxError
-from bert_jax.finetune_config import FinetuneConfig, optimizer_settings
-from bert_jax.heads import BertForSequenceClassification
-from bert_jax.metric_writer import MetricWriter, parameter_table
-from bert_jax.scores import classification_scores
+from bert_jax.models import BertForSequenceClassification
+from bert_jax.training import loop, optim, sharding, steps, xla_options
+from bert_jax.training.checkpointer import Checkpointer
+from bert_jax.training.finetune_config import FinetuneConfig, optimizer_settings
+from bert_jax.training.metric_writer import MetricWriter, parameter_table
+from bert_jax.training.scores import classification_scores
 
 log = logging.getLogger("bert_jax")
-MODEL, EXPORT = "model", "export"
 
 
 def finetune(cfg: FinetuneConfig, workdir: str) -> dict:
@@ -37,17 +38,17 @@ def finetune(cfg: FinetuneConfig, workdir: str) -> dict:
     for name in ("batch_size", "eval_batch_size"):
         sharding.check_batch_size(getattr(cfg, name), name=name)
     os.makedirs(workdir, exist_ok=True)
-    config, init_params = pretrained.load_pretrained(cfg.init)  # read once, used twice
-    vocab_dir = vocab_dir_of(cfg.init)
+    config, init_params = model_dir.load_pretrained(cfg.init)  # read once, used twice
+    vocab_dir = paths.vocab_dir(cfg.init)
     tok = tokenizer.load(vocab_dir)
     tokenizer.check_fits(tok, config.vocab_size, tokenizer.vocab_path(vocab_dir))
     if cfg.max_seq_length > config.max_position_embeddings:
         raise BertJaxError(f"config.max_seq_length: {cfg.max_seq_length} exceeds the model's "
                            f"max_position_embeddings ({config.max_position_embeddings})")
     files = {"train": cfg.train_file, "validation": cfg.validation_file, "test": cfg.test_file}
-    splits = classification_data.load_splits(cfg.dataset, cfg.dataset_config,
+    splits = classification.load_splits(cfg.dataset, cfg.dataset_config,
                                              files if not cfg.dataset else None)
-    names, data = classification_data.prepare(splits, tok, cfg.text_column, cfg.text_pair_column,
+    names, data = classification.prepare(splits, tok, cfg.text_column, cfg.text_pair_column,
                                               cfg.label_column, cfg.max_seq_length)
     if "validation" not in data:
         raise BertJaxError(f"dataset {cfg.dataset}: has no labelled validation split")
@@ -73,11 +74,11 @@ def finetune(cfg: FinetuneConfig, workdir: str) -> dict:
 
     replicated, sharded = sharding.replicated(mesh), sharding.data_sharded(mesh)
     schedule = optim.learning_rate_schedule(settings.learning_rate, settings.warmup_steps, total)
-    step_fn = jax.jit(train_step.make_finetune_step(schedule),
+    step_fn = jax.jit(steps.make_finetune_step(schedule),
                       in_shardings=(replicated, sharded, replicated),
                       out_shardings=(replicated, replicated), donate_argnums=(0,),
                       compiler_options=xla_options.train_step(cfg.remat, cfg.dtype))
-    logits_fn = jax.jit(train_step.classification_logits, in_shardings=(replicated, sharded),
+    logits_fn = jax.jit(steps.classification_logits, in_shardings=(replicated, sharded),
                         out_shardings=replicated, compiler_options=xla_options.forward())
     key = sharding.replicated_key(cfg.seed, mesh)
     writer = MetricWriter(workdir, enabled=main)
@@ -102,8 +103,8 @@ def finetune(cfg: FinetuneConfig, workdir: str) -> dict:
                 if all(scores[cfg.best_metric] > h[cfg.best_metric] for h in history):
                     best_params = sharding.fetch(state.params)
                     if main:
-                        pretrained.save_model_dir(os.path.join(workdir, MODEL), config,
-                                                  best_params, convert.vocab_files_in(vocab_dir),
+                        model_dir.save_model_dir(os.path.join(workdir, paths.BEST_MODEL), config,
+                                                  best_params, paths.vocab_files(vocab_dir),
                                                   overwrite=True)
                 history.append(dict(scores, epoch=epoch + 1, step=step))
                 if main:
@@ -111,7 +112,7 @@ def finetune(cfg: FinetuneConfig, workdir: str) -> dict:
                 checkpointer.save(step, state, force=checkpointer.latest_step() != step)
         checkpointer.wait()
         if best_params is None:  # every epoch ran before a resume: the best is on disk
-            best_params = pretrained.load_model_dir(os.path.join(workdir, MODEL))[1]
+            best_params = model_dir.load_model_dir(os.path.join(workdir, paths.BEST_MODEL))[1]
         result = _final(cfg, workdir, config, names, history, best_params, state, logits_fn,
                         data, mesh, vocab_dir, main)
     finally:
@@ -132,8 +133,8 @@ def _final(cfg, workdir, config, names, history, best_params, state, logits_fn, 
         log.info("test (epoch %d): %s", best["epoch"], _fmt(result["test"]))
     if main:
         _write_json(os.path.join(workdir, "metrics.json"), result)
-        convert.save_hf(os.path.join(workdir, EXPORT), config, best_params,
-                        convert.vocab_files_in(vocab_dir), overwrite=True)
+        save_hf(os.path.join(workdir, paths.EXPORT), config, best_params,
+                        paths.vocab_files(vocab_dir), overwrite=True)
     return result
 
 
@@ -160,19 +161,13 @@ def predict_logits(logits_fn, state, arrays: dict, batch_size: int, mesh) -> np.
     return np.concatenate(out)
 
 
-def vocab_dir_of(path: str) -> str:
-    """Where a model's vocabulary lives: the directory itself, or a pretraining workdir's vocab/."""
-    inner = os.path.join(path, "vocab")
-    return inner if os.path.isdir(inner) else path
-
-
 def _init_state(model, tx, cfg, mesh, init_params):
     """A fresh classifier (seeded by cfg.seed) on the encoder (and any heads) of cfg.init."""
     ids = jnp.zeros((1, cfg.max_seq_length), jnp.int32)
     fresh = jax.jit(lambda k: model.init(k, ids)["params"])(jax.random.key(cfg.seed))
-    params = pretrained.merge_params(init_params, jax.device_get(fresh), cfg.init)
+    params = model_dir.merge_params(init_params, jax.device_get(fresh), cfg.init)
     params = jax.device_put(params, sharding.replicated(mesh))
-    return jax.jit(lambda p: train_step.TrainState.create(apply_fn=model.apply, params=p, tx=tx),
+    return jax.jit(lambda p: steps.TrainState.create(apply_fn=model.apply, params=p, tx=tx),
                    out_shardings=sharding.replicated(mesh))(params)
 
 

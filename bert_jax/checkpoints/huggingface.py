@@ -19,17 +19,14 @@ import jax.numpy as jnp
 import numpy as np
 from flax import traverse_util
 
-from bert_jax.config import BertConfig
+from bert_jax.checkpoints.atomic import atomic_directory
+from bert_jax.checkpoints.paths import SAFETENSORS, SAFETENSORS_INDEX, TORCH_BIN
 from bert_jax.errors import BertJaxError
-from bert_jax.fileio import atomic_directory
-from bert_jax.heads import HEAD_KEYS, model_for_params
-from bert_jax.model import BertModel, Pooler
+from bert_jax.models.config import BertConfig
+from bert_jax.models.encoder import BertModel, Pooler
+from bert_jax.models.task_models import ARCHITECTURES, architecture_of, model_for_params
 
 log = logging.getLogger(__name__)
-
-SAFETENSORS, SAFETENSORS_INDEX, TORCH_BIN = (
-    "model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
-
 
 class Entry(NamedTuple):
     ours: tuple  # path in our params tree
@@ -181,7 +178,7 @@ def load_hf(path: str) -> tuple[BertConfig, dict]:
                          ("classifier", "classifier.")):
         if any(k.startswith(start) for k in state):
             groups.add(group)
-    if frozenset(groups - {"bert"}) not in HEAD_KEYS.values():
+    if frozenset(groups - {"bert"}) not in {heads for _, heads in ARCHITECTURES.values()}:
         raise BertJaxError(f"{path}: unsupported combination of heads {sorted(groups)}")
     _drop_tied_copies(state, config, prefix, weights)
 
@@ -247,20 +244,10 @@ def _fresh_pooler(config: BertConfig) -> dict:
 
 # -- writing ------------------------------------------------------------------------------------
 
-ARCHITECTURES = {
-    frozenset({"bert"}): "BertModel",
-    frozenset({"bert", "predictions", "seq_relationship"}): "BertForPreTraining",
-    frozenset({"bert", "predictions"}): "BertForMaskedLM",
-    frozenset({"bert", "classifier"}): "BertForSequenceClassification",
-}
-
-
 def to_state_dict(config: BertConfig, params) -> tuple[str, dict[str, np.ndarray]]:
     """Our params → (HF architecture name, HF state dict), validating every shape by path."""
     groups = frozenset(params)
-    if groups not in ARCHITECTURES:
-        raise BertJaxError(f"params: unsupported parameter groups {sorted(groups)}")
-    architecture = ARCHITECTURES[groups]
+    architecture = architecture_of(groups)
     flat = {k: np.asarray(v) for k, v in traverse_util.flatten_dict(params).items()}
     shapes = expected_shapes(config, groups)
     for path, shape in shapes.items():
@@ -297,14 +284,6 @@ def save_hf(path: str, config: BertConfig, params, vocab_files=(), overwrite=Fal
         save_file(state, os.path.join(tmp, SAFETENSORS), metadata={"format": "pt"})
         copy_vocab_files(vocab_files, tmp)
     return architecture
-
-
-VOCAB_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
-
-
-def vocab_files_in(directory: str) -> list[str]:
-    return [os.path.join(directory, n) for n in VOCAB_FILES
-            if os.path.isfile(os.path.join(directory, n))]
 
 
 def copy_vocab_files(files, directory: str) -> None:

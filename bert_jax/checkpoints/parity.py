@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from bert_jax.config import BertConfig
-from bert_jax.convert import ARCHITECTURES, load_hf
+from bert_jax.checkpoints.huggingface import load_hf
 from bert_jax.errors import BertJaxError
+from bert_jax.models.config import BertConfig
+from bert_jax.models.encoder import BertModel
+from bert_jax.models.task_models import architecture_of, model_for_params
 
 
 def parity_batch(config: BertConfig, batch_size: int = 3, seq_len: int = 13,
@@ -42,11 +44,8 @@ def compare(hf_dir: str, dtype: str = "float32", batch_size: int = 3, seq_len: i
                            f"pip install 'bert-jax[convert]'") from None
     import jax.numpy as jnp
 
-    from bert_jax import heads
-    from bert_jax.model import BertModel
-
     config, params = load_hf(hf_dir)
-    architecture = ARCHITECTURES[frozenset(params)]
+    architecture = architecture_of(params)
     if batch_size < 1 or seq_len < 2 or seq_len > config.max_position_embeddings:
         raise BertJaxError(f"parity: need batch size ≥ 1 and 2 ≤ sequence length ≤ "
                            f"{config.max_position_embeddings}, got {batch_size} × {seq_len}")
@@ -64,7 +63,7 @@ def compare(hf_dir: str, dtype: str = "float32", batch_size: int = 3, seq_len: i
     if ref_bert.pooler_output is not None:
         report["pooled_output"] = _maxdiff(pooled, ref_bert.pooler_output)
     positions = np.asarray(batch["masked_lm_positions"])
-    module = heads.model_for_params(config, params, compute)
+    module = model_for_params(config, params, compute)
     if architecture in ("BertForPreTraining", "BertForMaskedLM"):
         out = module.apply({"params": params}, **inputs_np(batch), masked_lm_positions=positions)
         mlm = out[0] if architecture == "BertForPreTraining" else out

@@ -1,6 +1,7 @@
 """Model directories: ours (config.json + orbax params + vocab) and Hugging Face's, read alike.
 
-`load_pretrained(path)` is the one entry point scripts use to get (config, params) from either.
+`load_pretrained(path)` is the one entry point scripts use to get (config, params) from any
+kind of directory checkpoints.paths knows: ours, Hugging Face's, or a workdir.
 """
 
 from __future__ import annotations
@@ -11,26 +12,13 @@ import os
 import jax
 import numpy as np
 
-from bert_jax import checkpoint
-from bert_jax.config import BertConfig
-from bert_jax.convert import (ARCHITECTURES, SAFETENSORS, SAFETENSORS_INDEX, TORCH_BIN,
-                              copy_vocab_files, load_hf, to_state_dict)
+from bert_jax.checkpoints import paths
+from bert_jax.checkpoints.atomic import atomic_directory
+from bert_jax.checkpoints.huggingface import copy_vocab_files, load_hf, to_state_dict
 from bert_jax.errors import BertJaxError
-from bert_jax.fileio import atomic_directory
+from bert_jax.models.config import BertConfig
 
-PARAMS_DIR = "params"
 log = logging.getLogger(__name__)
-
-
-def is_model_dir(path: str) -> bool:
-    return os.path.isdir(os.path.join(path, PARAMS_DIR)) and os.path.isfile(
-        os.path.join(path, "config.json"))
-
-
-def is_hf_dir(path: str) -> bool:
-    return any(os.path.isfile(os.path.join(path, f))
-               for f in (SAFETENSORS, SAFETENSORS_INDEX, TORCH_BIN))
-
 
 def save_model_dir(path: str, config: BertConfig, params, vocab_files=(), overwrite=False) -> None:
     """Write our model directory atomically: config.json, params/ (orbax), vocab files."""
@@ -40,7 +28,7 @@ def save_model_dir(path: str, config: BertConfig, params, vocab_files=(), overwr
     with atomic_directory(path, overwrite) as tmp:
         config.to_json_file(os.path.join(tmp, "config.json"), architectures=[architecture])
         with ocp.StandardCheckpointer() as checkpointer:
-            checkpointer.save(os.path.join(tmp, PARAMS_DIR), params)
+            checkpointer.save(os.path.join(tmp, paths.PARAMS), params)
             checkpointer.wait_until_finished()
         copy_vocab_files(vocab_files, tmp)
 
@@ -48,7 +36,7 @@ def save_model_dir(path: str, config: BertConfig, params, vocab_files=(), overwr
 def load_model_dir(path: str) -> tuple[BertConfig, dict]:
     import orbax.checkpoint as ocp
     config = BertConfig.from_json_file(os.path.join(path, "config.json"))
-    params_path = os.path.abspath(os.path.join(path, PARAMS_DIR))
+    params_path = os.path.abspath(os.path.join(path, paths.PARAMS))
     try:
         with ocp.StandardCheckpointer() as checkpointer:
             params = checkpointer.restore(params_path)
@@ -66,28 +54,41 @@ def load_model_dir(path: str) -> tuple[BertConfig, dict]:
 
 
 def load_pretrained(path: str) -> tuple[BertConfig, dict]:
-    """(config, params) from our model directory, a pretraining workdir (its latest checkpoint)
-    or a Hugging Face BERT directory.
+    """(config, params) from our model directory, a pretraining workdir (its latest checkpoint),
+    a fine-tuning workdir (its best epoch) or a Hugging Face BERT directory.
 
     params["bert"] always holds the BertModel parameters; heads sit under their own keys.
     """
-    if not os.path.isdir(path):
-        raise BertJaxError(f"{path}: " + ("not a directory (expected a model directory)"
-                                          if os.path.exists(path) else "no such model directory"))
-    if is_model_dir(path):
-        return load_model_dir(path)
-    if os.path.isdir(os.path.join(path, checkpoint.CHECKPOINTS)):
-        config = BertConfig.from_json_file(os.path.join(path, "config.json"))
-        _, params = checkpoint.latest_params(path)
+    found = paths.require_kind(path)
+    if found == paths.PRETRAIN_WORKDIR:
+        config = BertConfig.from_json_file(os.path.join(path, paths.CONFIG))
+        _, params = latest_checkpoint_params(path)
         return config, params
-    if is_hf_dir(path):
+    if found == paths.HF_DIR:
         return load_hf(path)
-    raise BertJaxError(f"{path}: neither a bert_jax model directory (config.json + {PARAMS_DIR}/) "
-                       f"nor a Hugging Face one (config.json + {SAFETENSORS} or {TORCH_BIN})")
+    return load_model_dir(paths.model_path(path))
 
 
-def architecture_of(params) -> str:
-    return ARCHITECTURES.get(frozenset(params), "unknown")
+def latest_checkpoint_params(workdir: str):
+    """(step, params) of a workdir's latest training checkpoint, as host numpy arrays.
+
+    Reads on one device whatever mesh wrote it, so any process can load any run.
+    """
+    import orbax.checkpoint as ocp
+    directory = os.path.abspath(os.path.join(workdir, paths.CHECKPOINTS))
+    options = ocp.CheckpointManagerOptions(read_only=True)
+    with ocp.CheckpointManager(directory, options=options,
+                               item_handlers=ocp.StandardCheckpointHandler()) as manager:
+        step = manager.latest_step()
+        if step is None:
+            raise BertJaxError(f"{directory}: no complete checkpoint")
+        meta = manager.item_metadata(step)
+        meta = getattr(meta, "tree", meta)
+        device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+        target = jax.tree.map(lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device),
+                              meta)
+        tree = manager.restore(step, args=ocp.args.StandardRestore(target))
+    return step, jax.tree.map(np.asarray, tree["params"])
 
 
 def init_from(path: str, fresh: dict) -> dict:

@@ -33,8 +33,9 @@ from tokenizers import Tokenizer
 from tqdm.auto import tqdm
 
 from bert_jax.errors import BertJaxError
-from bert_jax.sentences import split_sentences
-from bert_jax.tokenizer import read_text, resolve_files, special_token_ids
+from bert_jax.data.sentences import split_sentences
+from bert_jax.data.text_files import read_text, resolve_files
+from bert_jax.data.tokenizer import special_token_ids
 
 logger = logging.getLogger(__name__)
 

@@ -13,9 +13,8 @@ import re
 import jax
 import orbax.checkpoint as ocp
 
+from bert_jax.checkpoints.paths import CHECKPOINTS
 from bert_jax.errors import BertJaxError
-
-CHECKPOINTS = "checkpoints"
 
 
 def state_tree(state) -> dict:
@@ -97,34 +96,3 @@ class Checkpointer:
                 raise self._failed(e) from e
         finally:
             self.manager.close()
-
-
-def latest_complete_step(workdir: str):
-    """The newest committed checkpoint step of a workdir, or None; read from the directory
-    names alone (a half-written save is still named `N.orbax-checkpoint-tmp`)."""
-    directory = os.path.join(workdir, CHECKPOINTS)
-    steps = [int(n) for n in os.listdir(directory) if n.isdigit()] if os.path.isdir(
-        directory) else []
-    return max(steps, default=None)
-
-
-def latest_params(workdir: str):
-    """(step, params) of a pretraining workdir's latest checkpoint, as host numpy arrays.
-
-    Reads on one device whatever mesh wrote it, so any process can load any run.
-    """
-    import numpy as np
-    directory = os.path.abspath(os.path.join(workdir, CHECKPOINTS))
-    options = ocp.CheckpointManagerOptions(read_only=True)
-    with ocp.CheckpointManager(directory, options=options,
-                               item_handlers=ocp.StandardCheckpointHandler()) as manager:
-        step = manager.latest_step()
-        if step is None:
-            raise BertJaxError(f"{directory}: no complete checkpoint")
-        meta = manager.item_metadata(step)
-        meta = getattr(meta, "tree", meta)
-        device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
-        target = jax.tree.map(lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device),
-                              meta)
-        tree = manager.restore(step, args=ocp.args.StandardRestore(target))
-    return step, jax.tree.map(np.asarray, tree["params"])

@@ -15,7 +15,7 @@ from typing import Optional, Sequence
 import datasets
 import numpy as np
 
-from bert_jax import tokenizer
+from bert_jax.data import tokenizer
 from bert_jax.errors import BertJaxError
 
 log = logging.getLogger(__name__)

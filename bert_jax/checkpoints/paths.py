@@ -1,0 +1,93 @@
+"""What kind of directory a path is and where its vocabulary lives: the one place that knows.
+
+  model directory (ours)   config.json + params/ (orbax) + vocabulary files
+  Hugging Face directory   config.json + model.safetensors | model.safetensors.index.json |
+                           pytorch_model.bin, + vocabulary files
+  pretraining workdir      config.json + checkpoints/ (orbax train states) + vocab/ + export/
+  fine-tuning workdir      checkpoints/ + model/ (the best epoch, a model directory) + export/
+
+Every reader (`load_pretrained`, inference, `--init`, conversion) asks `kind`, `model_path` and
+`vocab_dir` here instead of probing files itself.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+from bert_jax.errors import BertJaxError
+
+CONFIG = "config.json"
+PARAMS = "params"  # a model directory's orbax params
+CHECKPOINTS = "checkpoints"  # a workdir's orbax train states
+VOCAB = "vocab"  # a pretraining workdir's vocabulary
+BEST_MODEL = "model"  # a fine-tuning workdir's best epoch
+EXPORT = "export"  # a workdir's Hugging Face export
+SAFETENSORS, SAFETENSORS_INDEX, TORCH_BIN = (
+    "model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
+VOCAB_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+
+MODEL_DIR, HF_DIR = "model directory", "Hugging Face directory"
+PRETRAIN_WORKDIR, FINETUNE_WORKDIR = "pretraining workdir", "fine-tuning workdir"
+
+
+def _has(path: str, *names: str, directory: bool = False) -> bool:
+    check = os.path.isdir if directory else os.path.isfile
+    return all(check(os.path.join(path, n)) for n in names)
+
+
+def kind(path: str) -> Optional[str]:
+    """MODEL_DIR, HF_DIR, PRETRAIN_WORKDIR, FINETUNE_WORKDIR, or None for anything else."""
+    if not os.path.isdir(path):
+        return None
+    if _has(path, CONFIG) and _has(path, PARAMS, directory=True):
+        return MODEL_DIR
+    if kind(os.path.join(path, BEST_MODEL)) == MODEL_DIR:
+        return FINETUNE_WORKDIR
+    if _has(path, CONFIG) and _has(path, CHECKPOINTS, directory=True):
+        return PRETRAIN_WORKDIR
+    if any(_has(path, f) for f in (SAFETENSORS, SAFETENSORS_INDEX, TORCH_BIN)):
+        return HF_DIR
+    return None
+
+
+def require_kind(path: str) -> str:
+    """kind(path), or a one-line error saying what was expected there."""
+    found = kind(path)
+    if found is not None:
+        return found
+    if not os.path.isdir(path):
+        raise BertJaxError(f"{path}: " + ("not a directory (expected a model directory)"
+                                          if os.path.exists(path) else "no such model directory"))
+    raise BertJaxError(f"{path}: neither a bert_jax model directory ({CONFIG} + {PARAMS}/), a "
+                       f"workdir ({CHECKPOINTS}/) nor a Hugging Face one ({CONFIG} + "
+                       f"{SAFETENSORS} or {TORCH_BIN})")
+
+
+def model_path(path: str) -> str:
+    """The directory holding the model itself: a fine-tuning workdir's best epoch, else path."""
+    return os.path.join(path, BEST_MODEL) if kind(path) == FINETUNE_WORKDIR else path
+
+
+def vocab_dir(path: str) -> str:
+    """The directory holding a model's vocabulary files (vocab.txt / tokenizer.json)."""
+    found = kind(path)
+    if found == PRETRAIN_WORKDIR or (found is None and os.path.isdir(os.path.join(path, VOCAB))):
+        return os.path.join(path, VOCAB)
+    return model_path(path)
+
+
+def vocab_files(path: str) -> list[str]:
+    """The vocabulary files of the model at `path`, to copy beside exported weights."""
+    directory = vocab_dir(path)
+    return [os.path.join(directory, n) for n in VOCAB_FILES
+            if os.path.isfile(os.path.join(directory, n))]
+
+
+def latest_checkpoint_step(workdir: str) -> Optional[int]:
+    """The newest committed checkpoint step of a workdir, or None; read from the directory
+    names alone (a half-written save is still named `N.orbax-checkpoint-tmp`)."""
+    directory = os.path.join(workdir, CHECKPOINTS)
+    steps = [int(n) for n in os.listdir(directory) if n.isdigit()] if os.path.isdir(
+        directory) else []
+    return max(steps, default=None)

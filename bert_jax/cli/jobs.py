@@ -1,0 +1,129 @@
+"""`bert-jax pretrain` and `bert-jax finetune`: the training jobs, one line of result each."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import sys
+
+from bert_jax.cli import flags
+from bert_jax.errors import BertJaxError
+
+
+def add_parsers(sub) -> None:
+    p = sub.add_parser("pretrain", help="pretrain BERT (MLM + NSP) from raw text",
+                       description="Overrides: --config.FIELD=VALUE (see "
+                                   "bert_jax/training/pretrain_config.py)")
+    flags.add_common(p)
+    p.add_argument("--config", default="configs/pretrain_tiny.py", help="Python config file")
+    p.add_argument("--workdir", default=None, help="run directory (default runs/<config name>)")
+    flags.add_multihost(p)
+    p.set_defaults(run=pretrain)
+
+    p = sub.add_parser("finetune", help="fine-tune a pretrained BERT for text classification",
+                       description="Flags override the --config file; --config.FIELD=VALUE any "
+                                   "field (see bert_jax/training/finetune_config.py)")
+    flags.add_common(p)
+    p.add_argument("--config", default=None, help="Python config file (configs/finetune_*.py)")
+    p.add_argument("--init", default=None,
+                   help="our model dir, a pretraining workdir or a Hugging Face BERT dir")
+    p.add_argument("--dataset", nargs="+", metavar=("NAME", "CONFIG"), default=None,
+                   help="a `datasets` hub dataset and its configuration, e.g. glue sst2")
+    p.add_argument("--train", default=None, help="csv / tsv / json / jsonl / parquet file")
+    p.add_argument("--validation", default=None, help="scored every epoch; picks the best")
+    p.add_argument("--test", default=None, help="scored once with the best model")
+    p.add_argument("--text-column", default=None)
+    p.add_argument("--text-pair-column", default=None, help="second text of sentence pairs")
+    p.add_argument("--label-column", default=None)
+    p.add_argument("--workdir", default=None, help="run directory (default runs/finetune)")
+    p.add_argument("--epochs", type=int, default=None)
+    p.add_argument("--batch-size", type=int, default=None)
+    p.add_argument("--learning-rate", type=float, default=None)
+    p.add_argument("--max-seq-length", type=int, default=None)
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--dtype", choices=("float32", "bfloat16"), default=None)
+    flags.add_multihost(p)
+    p.set_defaults(run=finetune)
+
+
+@contextlib.contextmanager
+def _removed_on_bad_input(workdir: str):
+    """A workdir this command creates is removed again if bad input stops the job before its
+    first checkpoint: a refused run leaves nothing half-written behind."""
+    new = not os.path.exists(workdir)
+    try:
+        yield
+    except (BertJaxError, OSError):
+        from bert_jax.checkpoints.paths import latest_checkpoint_step
+        if new and os.path.isdir(workdir) and latest_checkpoint_step(workdir) is None:
+            import jax
+            if jax.process_index() == 0:
+                shutil.rmtree(workdir, ignore_errors=True)
+        raise
+
+
+def _run_job(command: str, job):
+    """(job(), None) with INFO logs printed above the progress bar; (None, 128 + signum) when
+    SIGTERM / SIGINT stopped it after saving a checkpoint."""
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
+    from bert_jax.training import loop
+    logging.getLogger("bert_jax").setLevel(logging.INFO)
+    try:
+        with logging_redirect_tqdm():
+            return job(), None
+    except loop.Interrupted as e:
+        print(f"bert-jax {command}: {e}", file=sys.stderr)
+        return None, 128 + e.signum
+
+
+def pretrain(args) -> int:
+    from bert_jax.training import pretrain_config
+    from bert_jax.training.pretrain import pretrain as run_pretraining
+    flags.initialize_distributed(args)
+    cfg = pretrain_config.load_config(args.config, args.overrides)
+    name = os.path.splitext(os.path.basename(args.config))[0].removeprefix("pretrain_")
+    workdir = args.workdir or os.path.join("runs", name)
+    with _removed_on_bad_input(workdir):
+        final, code = _run_job("pretrain", lambda: run_pretraining(cfg, workdir))
+    if code:
+        return code
+    if final:
+        print(f"done: {cfg.steps} steps in {workdir}; held-out MLM accuracy "
+              f"{final['mlm_accuracy']:.4f}, NSP accuracy {final['nsp_accuracy']:.4f}, "
+              f"perplexity {final['mlm_perplexity']:.2f}; Hugging Face export in "
+              f"{os.path.join(workdir, 'export')}")
+    return 0
+
+
+def finetune(args) -> int:
+    from bert_jax.checkpoints import paths
+    from bert_jax.training import finetune_config
+    from bert_jax.training.finetune import finetune as run_finetuning
+    flags.initialize_distributed(args)
+    if args.dataset and len(args.dataset) > 2:
+        raise BertJaxError(f"--dataset: expected NAME [CONFIG], got {' '.join(args.dataset)}")
+    dataset, dataset_config = (list(args.dataset) + [None])[:2] if args.dataset else (None, None)
+    cfg = finetune_config.load_config(
+        args.config or "", args.overrides, init=args.init, dataset=dataset,
+        dataset_config=dataset_config, train_file=args.train,
+        validation_file=args.validation, test_file=args.test, text_column=args.text_column,
+        text_pair_column=args.text_pair_column, label_column=args.label_column,
+        epochs=args.epochs, batch_size=args.batch_size, learning_rate=args.learning_rate,
+        max_seq_length=args.max_seq_length, seed=args.seed, dtype=args.dtype)
+    workdir = args.workdir or os.path.join("runs", "finetune")
+    with _removed_on_bad_input(workdir):
+        result, code = _run_job("finetune", lambda: run_finetuning(cfg, workdir))
+    if code:
+        return code
+    for split in ("validation", "test"):
+        if split in result:
+            r = result[split]
+            print(f"{split} ({r['rows']} rows, epoch {result['best_epoch']}): accuracy "
+                  f"{r['accuracy']:.4f}, macro-F1 {r['macro_f1']:.4f}, MCC {r['mcc']:.4f}")
+    print(f"best model: {os.path.join(workdir, paths.BEST_MODEL)} (bert_jax), "
+          f"{os.path.join(workdir, paths.EXPORT)} (Hugging Face); scores in "
+          f"{os.path.join(workdir, 'metrics.json')}")
+    return 0

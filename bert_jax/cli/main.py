@@ -1,0 +1,95 @@
+"""`bert-jax` console script: one subcommand per job; bad input is one line on stderr, exit 2."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+from bert_jax.cli import checkpoints, flags, jobs, use, vocab
+from bert_jax.errors import BertJaxError
+
+_OVERRIDABLE = ("pretrain", "finetune")  # commands that take --config.FIELD=VALUE
+
+
+def build_parser() -> flags.Parser:
+    parser = flags.Parser(prog="bert-jax", description=__doc__)
+    parser.add_argument("--debug", action="store_true", help="show tracebacks and INFO logs")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for group in (jobs, checkpoints, use, vocab):
+        group.add_parsers(sub)
+    return parser
+
+
+def _use_compilation_cache() -> None:
+    """Keep XLA executables across runs in .cache/bert_jax/xla (BERT_JAX_XLA_CACHE moves it,
+    "" turns it off): a resumed or repeated job skips the compile. Only compiles over a second
+    are kept."""
+    path = os.environ.get("BERT_JAX_XLA_CACHE", os.path.join(".cache", "bert_jax", "xla"))
+    if path:
+        import jax
+        jax.config.update("jax_compilation_cache_dir", os.path.abspath(path))
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+
+
+def _quiet_background_errors() -> None:
+    """Orbax's writer threads log a failed save's traceback, asyncio logs the same error as
+    "never retrieved", and tensorstore callbacks racing a closed event loop print one; the
+    failure reaches the foreground, which reports it in one line. Without --debug, keep those
+    background tracebacks (not warnings) off stderr."""
+    for name in ("absl", "asyncio"):
+        logging.getLogger(name).addFilter(_below_error)  # adding it again is a no-op
+    sys.unraisablehook = _log_unraisable
+
+
+def _below_error(record: logging.LogRecord) -> bool:
+    return record.levelno < logging.ERROR
+
+
+def _log_unraisable(unraisable) -> None:
+    logging.getLogger("bert_jax").debug("ignored in a background thread: %r",
+                                        unraisable.exc_value)
+
+
+def main(argv=None) -> int:
+    from bert_jax.training.config_files import split_overrides
+    argv = flags.normalize(list(sys.argv[1:] if argv is None else argv))
+    argv, overrides = split_overrides(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as e:  # a usage error, already printed in one line, or --help
+        return e.code
+    args.overrides = overrides
+    if overrides and args.command not in _OVERRIDABLE:
+        print(f"bert-jax {args.command}: error: --config.{overrides[0]} is only for "
+              f"{' and '.join(_OVERRIDABLE)}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO if args.debug else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    if not args.debug:
+        _quiet_background_errors()
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    try:
+        _use_compilation_cache()
+        code = args.run(args)
+    except (BertJaxError, OSError) as e:
+        if args.debug:
+            raise
+        message = flags.as_flags(args.command, str(e).splitlines()[0])
+        print(f"bert-jax {args.command}: error: {message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"bert-jax {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # a bug, or bad input nothing checked yet: still one line
+        if args.debug:
+            raise
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        print(f"bert-jax {args.command}: error: unexpected {type(e).__name__}: {first} (run "
+              f"with --debug for the traceback)", file=sys.stderr)
+        return 1
+    return code or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,126 @@
+"""`bert-jax predict`, `fill-mask` and `embed`: using a model on files of text."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from bert_jax.cli import flags
+from bert_jax.errors import BertJaxError
+
+_FRAME_TYPES = (".csv", ".tsv", ".json", ".jsonl", ".parquet")
+
+
+def add_parsers(sub) -> None:
+    p = sub.add_parser("predict", help="class probabilities per row of a file")
+    flags.add_common(p)
+    p.add_argument("model", help="fine-tuned model dir (ours or Hugging Face) or finetune workdir")
+    p.add_argument("--input", required=True, help="csv / tsv / json / jsonl / parquet / txt")
+    p.add_argument("--output", required=True, help="csv / tsv / json / jsonl / parquet")
+    p.add_argument("--text-column", default="text")
+    p.add_argument("--text-pair-column", default="")
+    p.add_argument("--max-seq-length", type=int, default=128)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.set_defaults(run=predict)
+
+    p = sub.add_parser("fill-mask", help="top-k tokens for each [MASK] in a text")
+    flags.add_common(p)
+    p.add_argument("model", help="a model with an MLM head (BertForPreTraining / MaskedLM)")
+    p.add_argument("text", help='e.g. "the capital of france is [MASK]."')
+    p.add_argument("--top-k", type=int, default=5)
+    p.set_defaults(run=fill_mask)
+
+    p = sub.add_parser("embed", help="one vector per text, saved as .npy")
+    flags.add_common(p)
+    p.add_argument("model", help="any BERT model directory")
+    p.add_argument("--input", required=True, help="txt (one text a line), csv, jsonl, …")
+    p.add_argument("--output", required=True, help="FILE.npy: (rows, hidden) float32")
+    p.add_argument("--pooling", choices=("cls", "mean"), default="cls")
+    p.add_argument("--normalize", action="store_true", help="unit-length vectors")
+    p.add_argument("--text-column", default="text")
+    p.add_argument("--max-seq-length", type=int, default=128)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.set_defaults(run=embed)
+
+
+def _read_texts(path: str, text_column: str, pair_column: str):
+    from bert_jax.data import classification as data
+    table = data.read_table(path)
+    data.check_columns(table, path, [text_column] + ([pair_column] if pair_column else []))
+    texts = data.texts_of(table, text_column, path)
+    return table, texts, data.texts_of(table, pair_column, path) if pair_column else None
+
+
+def _fit_length(args, config, tok, texts, pairs) -> int:
+    from bert_jax import inference
+    length, warnings = inference.fit_length(config, tok, texts, pairs, args.max_seq_length,
+                                            args.batch_size)
+    for message in warnings:
+        print(f"bert-jax {args.command}: warning: {message}", file=sys.stderr)
+    return length
+
+
+def predict(args) -> None:
+    from bert_jax import inference
+    from bert_jax.checkpoints import atomic
+    atomic.check_output_file(args.output, _FRAME_TYPES, args.input)
+    config, params, tok = inference.load(args.model, head="classifier")
+    table, texts, pairs = _read_texts(args.input, args.text_column, args.text_pair_column)
+    length = _fit_length(args, config, tok, texts, pairs)
+    probs = inference.predict_proba(config, params, tok, texts, pairs, length, args.batch_size)
+    frame = table.to_pandas()
+    frame["predicted_label"] = [config.id2label[i] for i in probs.argmax(-1)]
+    frame["probability"] = probs.max(-1)
+    for i, label in enumerate(config.id2label):
+        frame[f"probability_{label}"] = probs[:, i]
+    with atomic.atomic_file(args.output) as tmp:
+        _write_frame(frame, tmp)
+    counts = frame["predicted_label"].value_counts().to_dict()
+    print(f"wrote {len(frame)} predictions to {args.output}: "
+          + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+
+
+def _write_frame(frame, path: str) -> None:
+    ext = os.path.splitext(path)[1].lower()
+    if ext in (".csv", ".tsv"):
+        frame.to_csv(path, index=False, sep="\t" if ext == ".tsv" else ",")
+    elif ext == ".jsonl":
+        frame.to_json(path, orient="records", lines=True, force_ascii=False)
+    elif ext == ".json":
+        frame.to_json(path, orient="records", force_ascii=False)
+    elif ext == ".parquet":
+        frame.to_parquet(path, index=False)
+    else:
+        raise BertJaxError(f"{path}: unknown output type {ext or '(none)'}; expected .csv, "
+                           f".tsv, .json, .jsonl or .parquet")
+
+
+def fill_mask(args) -> None:
+    from bert_jax import inference
+    config, params, tok = inference.load(args.model, head="predictions")
+    candidates_per_mask = inference.fill_mask(config, params, tok, args.text, args.top_k)
+    _, warnings = inference.fit_length(config, tok, [args.text], None,
+                                       config.max_position_embeddings)
+    for message in warnings:
+        print(f"bert-jax fill-mask: warning: {message}", file=sys.stderr)
+    for i, candidates in enumerate(candidates_per_mask):
+        print(f"[MASK] {i + 1}:" if i or args.text.count("[MASK]") > 1 else "[MASK]:")
+        for token, p in candidates:
+            print(f"  {token:<20} {p:.4f}")
+
+
+def embed(args) -> None:
+    import numpy as np
+
+    from bert_jax import inference
+    from bert_jax.checkpoints import atomic
+    atomic.check_output_file(args.output, (".npy",), args.input)
+    config, params, tok = inference.load(args.model)
+    _, texts, _ = _read_texts(args.input, args.text_column, "")
+    length = _fit_length(args, config, tok, texts, None)
+    vectors = inference.embed(config, params, tok, texts, args.pooling, length,
+                              args.batch_size, args.normalize)
+    with atomic.atomic_file(args.output) as tmp:
+        np.save(tmp, vectors)
+    print(f"wrote {vectors.shape[0]} × {vectors.shape[1]} {args.pooling}-pooled embeddings to "
+          f"{args.output}")

@@ -1,0 +1,54 @@
+"""Text files: globs resolved to existing, non-empty files; UTF-8 read with errors naming the
+file and byte offset. Every data path (vocabulary, pretraining, classification) starts here."""
+
+from __future__ import annotations
+
+import glob
+import os
+from typing import Sequence, Union
+
+from bert_jax.errors import BertJaxError
+
+
+def resolve_files(files: Union[str, Sequence[str]]) -> list[str]:
+    """A glob pattern, a path or a list of either → sorted existing, non-empty text files."""
+    patterns = [files] if isinstance(files, str) else list(files)
+    if not patterns:
+        raise BertJaxError("files: no input files given")
+    paths = []
+    for pattern in patterns:
+        if glob.has_magic(pattern):
+            matched = sorted(p for p in glob.glob(pattern, recursive=True) if os.path.isfile(p))
+            if not matched:
+                raise BertJaxError(f"{pattern}: no file matches this pattern")
+            paths.extend(matched)
+        elif os.path.isdir(pattern):
+            raise BertJaxError(f"{pattern}: is a directory; give a file or a glob like "
+                               f"'{os.path.join(pattern, '*.txt')}'")
+        elif not os.path.isfile(pattern):
+            raise BertJaxError(f"{pattern}: file not found")
+        else:
+            paths.append(pattern)
+    for path in paths:
+        if os.path.getsize(path) == 0:
+            raise BertJaxError(f"{path}: file is empty")
+    return list(dict.fromkeys(paths))  # a file matched by two patterns is read once
+
+
+def read_utf8(path: str) -> str:
+    """The file decoded; non-UTF-8 bytes are refused naming the first one and its offset."""
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        return data.decode("utf-8-sig")  # tolerate a byte-order mark
+    except UnicodeDecodeError as e:
+        raise BertJaxError(f"{path}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset "
+                           f"{e.start})") from None
+
+
+def read_text(path: str) -> str:
+    """The file's text; refuses non-UTF-8 bytes and files with nothing but whitespace."""
+    text = read_utf8(path)
+    if not text.strip():
+        raise BertJaxError(f"{path}: file contains no text")
+    return text

@@ -1,0 +1,42 @@
+"""Softmax attention with dropout on the probabilities whose backward pass recomputes them.
+
+`flax.linen.dot_product_attention` with dropout (float32 softmax), mask for mask, except that the
+backward pass recomputes the (B, N, L, L) softmax from q and k rather than keeping its
+intermediates, and keeps the dropout mask as bits (ops.dropout) rather than as a float32
+multiplier. Without dropout, `jax.nn.dot_product_attention` is used directly.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from bert_jax.models.ops.dropout import dropout
+
+
+def attention(q, k, v, mask, *, dropout_rate: float = 0.0, dropout_rng=None,
+              dtype=jnp.float32) -> jax.Array:
+    """Multi-head attention over unmasked keys.
+
+    Args:
+      q, k, v: (B, L, N, D); mask: (B, 1, 1, L) or broadcastable to (B, N, L, L), True = attend.
+      dropout_rate: dropped share of attention probabilities (needs `dropout_rng`).
+      dtype: the batched products' dtype (the softmax is float32 either way).
+    Returns:
+      (B, L, N, D) context vectors.
+    """
+    if dropout_rate == 0.0:
+        return jax.nn.dot_product_attention(q, k, v, mask=mask)  # (B, L, N, D)
+
+    @jax.checkpoint
+    def probs(q, k):
+        q = q / jnp.sqrt(q.shape[-1]).astype(dtype)
+        scores = jnp.einsum("...qhd,...khd->...hqk", q, k)  # (B, N, L, L)
+        scores = jnp.where(mask, scores, jnp.finfo(dtype).min)
+        return jax.nn.softmax(scores.astype(jnp.float32))
+
+    # batched products stay in `dtype`: XLA:CPU has no bfloat16 x bfloat16 = float32 kernel
+    # for some of their gradients (and they are a small share of a step's FLOPs)
+    p = dropout(dropout_rng, probs(q.astype(dtype), k.astype(dtype)),
+                1.0 - dropout_rate).astype(dtype)
+    return jnp.einsum("...hqk,...khd->...qhd", p, v.astype(dtype))  # (B, L, N, D)
