@@ -1,0 +1,2 @@
+"""Data: text files → tokenizer → sentences → pretraining examples; masking (pure, jittable);
+batches (a pure function of (seed, step)); labelled classification data."""
