@@ -89,9 +89,13 @@ def test_nonfinite_update_is_skipped_and_flagged():
     grads["predictions"]["bias"] = grads["predictions"]["bias"].at[0].set(jnp.nan)
     new, metrics = train_step.apply_update(state, grads, {"x": (jnp.float32(1), 1.0)}, schedule)
     assert float(metrics["nonfinite"][0]) == 1 and int(new.step) == 1
-    for a, b in zip(jax.tree.leaves((new.params, new.opt_state)),
-                    jax.tree.leaves((state.params, state.opt_state))):
+    for a, b in zip(jax.tree.leaves(new.params), jax.tree.leaves(state.params)):
         np.testing.assert_array_equal(a, b)
+    # the optimiser state is kept too, all but the schedule's count, which follows the step
+    changed = [(int(a), int(b)) for a, b in zip(jax.tree.leaves(new.opt_state),
+                                                jax.tree.leaves(state.opt_state))
+               if not np.array_equal(a, b)]
+    assert changed == [(1, 0)] and int(optim.schedule_count(new.opt_state, -1)) == 1
 
 
 def test_step_is_a_pure_function_of_state_batch_key():
@@ -113,9 +117,53 @@ def test_lamb_option_takes_a_layerwise_trust_ratio_step():
     p = {"w": jnp.full((2, 2), 2.0), "b": jnp.full((2,), 0.5)}
     g = {"w": jnp.full((2, 2), 1e-3), "b": jnp.full((2,), 1e-3)}
     updates, _ = tx.update(g, tx.init(p), p)
-    # LAMB scales each layer's Adam step (≈ −1 per entry here) by ‖p‖ / ‖step‖, times the lr
+    # LAMB scales each matrix's Adam step (≈ −1 per entry here) by ‖p‖ / ‖step‖, times the lr;
+    # 1-D params (biases, LayerNorm) take the plain Adam step, as BERT's LAMB recipes do
     np.testing.assert_allclose(updates["w"], -0.1 * 2.0, rtol=1e-3)
-    np.testing.assert_allclose(updates["b"], -0.1 * 0.5, rtol=1e-3)
+    np.testing.assert_allclose(updates["b"], -0.1, rtol=2e-3)
+
+
+def test_lamb_moves_a_small_bias_by_the_learning_rate():
+    """optax.lamb's trust ratio ‖b‖/‖step‖ = 0.01 would move a 0.01 bias by 1e-5, not 1e-3."""
+    cfg = PretrainConfig(optimizer="lamb", learning_rate=1e-3, warmup_steps=0, steps=10,
+                         weight_decay=0.01)
+    tx = optim.make_optimizer(cfg)
+    p = {"w": jnp.full((3, 2), 2.0), "b": jnp.full((4,), 0.01)}
+    g = {"w": jnp.full((3, 2), -1e-3), "b": jnp.full((4,), -1e-3)}
+    updates, _ = tx.update(g, tx.init(p), p)
+    # Adam's first step is g / (|g| + eps) = 1 / 1.001 per entry, times the lr
+    np.testing.assert_allclose(updates["b"], 1e-3 / 1.001, rtol=1e-5)
+    # the matrix's step (Adam + decay) is rescaled to ‖w‖ per entry: −(−1 + 0.01·2) > 0
+    np.testing.assert_allclose(updates["w"], 1e-3 * 2.0, rtol=1e-5)
+
+
+def test_make_optimizer_uses_the_schedule_it_is_given():
+    cfg = PretrainConfig(learning_rate=1e-3, warmup_steps=0, steps=10, weight_decay=0.0)
+    for optimizer in ("adamw", "lamb"):
+        tx = optim.make_optimizer(cfg.replace(optimizer=optimizer), schedule=lambda count: 0.25)
+        p = {"b": jnp.full((2,), 3.0)}
+        updates, _ = tx.update({"b": jnp.full((2,), 0.5)}, tx.init(p), p)
+        np.testing.assert_allclose(updates["b"], -0.25, rtol=1e-4)  # Adam's first step ≈ 1
+
+
+def test_a_skipped_update_keeps_the_schedule_in_step():
+    """After a skip, the next update applies schedule(step) and logs that very rate."""
+    cfg = PretrainConfig(learning_rate=1e-2, warmup_steps=4, steps=10, weight_decay=0.0,
+                         max_grad_norm=100.0)
+    schedule = optim.learning_rate_schedule(1e-2, 4, 10)  # 0, 2.5e-3, 5e-3, … during warm-up
+    state = train_step.TrainState.create(apply_fn=None, params={"w": jnp.ones((2, 2))},
+                                         tx=optim.make_optimizer(cfg, schedule))
+    ok = {"loss": (jnp.float32(1.0), 1.0)}
+    state, m0 = train_step.apply_update(state, {"w": jnp.full((2, 2), jnp.nan)}, ok, schedule)
+    assert float(m0["nonfinite"][0]) == 1 and float(m0["learning_rate"][0]) == schedule(0)
+    assert int(state.step) == int(optim.schedule_count(state.opt_state, -1)) == 1
+    new, m1 = train_step.apply_update(state, {"w": jnp.full((2, 2), 0.5)}, ok, schedule)
+    # Adam's bias correction counts the one update its moments have had, so its step is
+    # g / (|g| + eps) in full (advancing its count on the skip would shrink it to ≈ 0.74)
+    applied = float(schedule(1)) * 0.5 / (0.5 + 1e-6)
+    np.testing.assert_allclose(state.params["w"] - new.params["w"], applied, rtol=1e-5)
+    np.testing.assert_allclose(m1["learning_rate"][0], schedule(1), rtol=1e-7)
+    assert int(new.step) == int(optim.schedule_count(new.opt_state, -1)) == 2
 
 
 def test_remat_gives_the_same_gradients():

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 import jax
 import jax.numpy as jnp
 import optax
 
 
 def learning_rate_schedule(peak: float, warmup_steps: int, total_steps: int) -> optax.Schedule:
-    """0 → peak linearly over warmup_steps, then linearly to 0 at total_steps (as the original)."""
+    """0 → peak linearly over warmup_steps, then from peak at warmup_steps linearly to 0 at
+    total_steps: Hugging Face's get_linear_schedule_with_warmup.
+
+    Not google-research/bert's: its decay runs from step 0 (peak·(1 − step/total)) and the
+    warm-up only overrides it while step < warmup, so the rate drops from the peak to
+    peak·(1 − warmup/total) at the end of the warm-up. Ours reaches the full peak there.
+    """
     return optax.join_schedules(
         [optax.linear_schedule(0.0, peak, max(warmup_steps, 1)),
          optax.linear_schedule(peak, 0.0, max(total_steps - warmup_steps, 1))],
@@ -23,7 +31,7 @@ def decay_mask(params):
 def clip_by_global_norm(max_norm: float) -> optax.GradientTransformation:
     """optax.clip_by_global_norm (same empty state, same result to rounding) scaling by a multiply
     rather than optax's divide, which XLA will not fuse into both Adam moments: it wrote a clipped
-    copy of every gradient first (one pass over the gradients less: ~1% of a base step on CPU)."""
+    copy of every gradient first (one pass over the gradients less)."""
 
     def update(updates, state, params=None):
         del params
@@ -34,13 +42,54 @@ def clip_by_global_norm(max_norm: float) -> optax.GradientTransformation:
     return optax.GradientTransformation(lambda params: optax.EmptyState(), update)
 
 
-def make_optimizer(cfg) -> optax.GradientTransformation:
-    """From a PretrainConfig (or any object with the same optimisation fields)."""
-    schedule = learning_rate_schedule(cfg.learning_rate, cfg.warmup_steps, cfg.steps)
+def lamb(schedule: optax.Schedule, b1: float, b2: float, eps: float,
+         weight_decay: float) -> optax.GradientTransformation:
+    """LAMB with the trust ratio on the decayed (≥2-D) params only, as NVIDIA's and Google's BERT
+    recipes exclude biases and LayerNorm from it: optax.lamb's `mask` masks only the decay, and
+    its trust ratio ‖p‖/‖step‖ shrinks a small bias's step by the bias's own size."""
+    return optax.chain(
+        optax.scale_by_adam(b1=b1, b2=b2, eps=eps),
+        optax.add_decayed_weights(weight_decay, mask=decay_mask),
+        optax.masked(optax.scale_by_trust_ratio(), decay_mask),
+        optax.scale_by_learning_rate(schedule))
+
+
+def make_optimizer(cfg, schedule: Optional[optax.Schedule] = None
+                   ) -> optax.GradientTransformation:
+    """From a PretrainConfig (or any object with the same optimisation fields).
+
+    `schedule`: the learning-rate schedule, when the caller has built it already (the job logs
+    it too); None builds learning_rate_schedule from cfg.
+    """
+    if schedule is None:
+        schedule = learning_rate_schedule(cfg.learning_rate, cfg.warmup_steps, cfg.steps)
     if cfg.optimizer == "lamb":
-        update = optax.lamb(schedule, b1=cfg.adam_b1, b2=cfg.adam_b2, eps=cfg.adam_eps,
-                            weight_decay=cfg.weight_decay, mask=decay_mask)
+        update = lamb(schedule, cfg.adam_b1, cfg.adam_b2, cfg.adam_eps, cfg.weight_decay)
     else:
         update = optax.adamw(schedule, b1=cfg.adam_b1, b2=cfg.adam_b2, eps=cfg.adam_eps,
                              weight_decay=cfg.weight_decay, mask=decay_mask)
     return optax.chain(clip_by_global_norm(cfg.max_grad_norm), update)
+
+
+def _is_schedule_state(x) -> bool:
+    return isinstance(x, optax.ScaleByScheduleState)
+
+
+def skip_update(opt_state):
+    """The optimiser state after a skipped update: only the schedule's count advances.
+
+    The schedule reads its own count, so it must follow the step or the rate lags behind it
+    after every skip. Adam's count stays: its bias correction 1 − β^t is right only with t the
+    number of updates the moments have had, and a skipped update gave them none.
+    """
+    def advance(s):
+        return s._replace(count=s.count + 1) if _is_schedule_state(s) else s
+
+    return jax.tree.map(advance, opt_state, is_leaf=_is_schedule_state)
+
+
+def schedule_count(opt_state, default):
+    """The count the schedule will read at the next update (`default` if there is none)."""
+    found = [s for s in jax.tree.leaves(opt_state, is_leaf=_is_schedule_state)
+             if _is_schedule_state(s)]
+    return found[0].count if found else default

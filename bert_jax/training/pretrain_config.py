@@ -7,12 +7,15 @@ the same directory and `.replace(...)` fields.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import typing
 from typing import Optional
 
 from bert_jax.errors import BertJaxError
 from bert_jax.training.config_files import (NONFINITE_POLICIES, apply_overrides, check_fields,
                                             run_config_file)
+
+log = logging.getLogger("bert_jax")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,7 +26,7 @@ class PretrainConfig:
     model: str = "tiny"  # a BertConfig preset (tiny … large) or a path to a config.json
     init_from: str = ""  # model dir, HF dir or pretraining workdir to start from ("" = scratch)
     dtype: str = "float32"  # computation dtype: float32 | bfloat16 (params stay float32)
-    remat: bool = False  # recompute each layer in the backward pass: less memory, ~1/3 more time
+    remat: bool = False  # recompute each layer in the backward pass: less memory, more time
     dropout: Optional[float] = None  # hidden and attention dropout; None keeps the model's (0.1)
     # data
     train_files: str = "data/austen/*.txt"  # glob of UTF-8 text files, one document per file
@@ -37,7 +40,7 @@ class PretrainConfig:
     whole_word_masking: bool = False  # choose all pieces of a word together
     short_seq_prob: float = 0.1  # chance of a shorter target length, as the original
     dupe_factor: int = 1  # passes over the corpus with different pairs
-    eval_fraction: float = 0.02  # share of examples held out for evaluation
+    eval_fraction: float = 0.02  # share of sentences held out, by document (or a document's tail)
     data_seed: int = 0  # seeds pair creation, the held-out split and the batch order
     # optimisation
     batch_size: int = 32  # global batch size (all devices, all processes)
@@ -73,14 +76,16 @@ _CHOICES = {"dtype": ("float32", "bfloat16"), "optimizer": ("adamw", "lamb"),
 
 
 def validate(cfg: PretrainConfig) -> PretrainConfig:
-    """Refuse impossible values, naming the field."""
+    """Refuse impossible values, naming the field; a warm-up longer than the run is shortened to
+    it. Returns the config to run."""
     check_fields(cfg, at_least_one=_POSITIVE, non_negative=_NON_NEGATIVE, choices=_CHOICES,
                  fractions=("masked_lm_prob", "short_seq_prob", "eval_fraction")
                  + (("dropout",) if cfg.dropout is not None else ()),
                  positive=("learning_rate", "adam_eps", "max_grad_norm"))
-    if cfg.warmup_steps > cfg.steps:
-        raise BertJaxError(f"config.warmup_steps: {cfg.warmup_steps} is more than config.steps "
-                           f"({cfg.steps})")
+    if cfg.warmup_steps > cfg.steps:  # a short smoke run of any config: warm up over all of it
+        log.warning("config.warmup_steps: %d is more than config.steps (%d); warming up over "
+                    "all %d steps", cfg.warmup_steps, cfg.steps, cfg.steps)
+        cfg = cfg.replace(warmup_steps=cfg.steps)
     if cfg.batch_size % cfg.grad_accum_steps:
         raise BertJaxError(f"config.batch_size: {cfg.batch_size} does not split into "
                            f"{cfg.grad_accum_steps} micro-batches (config.grad_accum_steps)")
