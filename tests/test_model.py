@@ -1,11 +1,17 @@
-"""Model: the paper's parameter counts, original init, masking, dropout, heads, dtypes."""
+"""Model: the paper's parameter counts, original init, masking, dropout, heads, dtypes.
+
+The kernels in bert_jax.models.ops are tested against the library ops they replace in
+test_ops_reference.py."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bert_jax import BertConfig, BertForMaskedLM, BertForPreTraining, BertForSequenceClassification, BertModel
+from bert_jax import (BertConfig, BertForMaskedLM, BertForPreTraining,
+                      BertForSequenceClassification, BertModel)
+from bert_jax.models.encoder import Embeddings
+from bert_jax.models.heads import MlmHead
 
 TINY = BertConfig(vocab_size=101, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                   intermediate_size=64, max_position_embeddings=24)
@@ -80,26 +86,6 @@ def test_dropout_only_when_not_deterministic():
     assert np.abs(np.asarray(run(3)) - np.asarray(run(4))).max() > 1e-4
 
 
-@pytest.mark.parametrize("keep_prob", [0.9, 0.5, 0.1, 0.999, 0.0, 1.0, 1 - 1e-9])
-def test_dropout_mask_equals_bernoulli_bit_for_bit(keep_prob):
-    """The unrolled threefry + integer threshold draws exactly jax.random.bernoulli's mask, so
-    dropout is nn.Dropout's, only cheaper."""
-    from bert_jax.models.ops.dropout import dropout_mask, random_bits
-    for seed in range(3):
-        key = jax.random.key(seed)
-        for shape in [(3, 4, 9, 9), (5, 33), (1000,)]:
-            np.testing.assert_array_equal(jax.jit(random_bits, static_argnums=1)(key, shape),
-                                          jax.random.bits(key, shape, jnp.uint32))
-            mask = jax.jit(dropout_mask, static_argnums=(1, 2))(key, keep_prob, shape)
-            np.testing.assert_array_equal(mask, jax.random.bernoulli(key, keep_prob, shape))
-    legacy = jax.random.PRNGKey(7)  # raw uint32 keys too
-    np.testing.assert_array_equal(random_bits(legacy, (4, 6)),
-                                  jax.random.bits(legacy, (4, 6), jnp.uint32))
-    if 0 < keep_prob < 1:  # and the fraction kept is keep_prob
-        kept = dropout_mask(jax.random.key(9), keep_prob, (400, 500)).mean()
-        assert abs(float(kept) - keep_prob) < 4 * np.sqrt(keep_prob * (1 - keep_prob) / 2e5)
-
-
 def test_mlm_at_positions_equals_all_positions_gathered_and_decoder_is_tied():
     ids, types, mask = batch()
     model = BertForPreTraining(TINY)
@@ -162,23 +148,34 @@ def test_xla_options_compile_and_keep_results():
                                    atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("spec,shapes", [("tf,fo->to", ((24, 16), (16, 40))),
-                                         ("th,vh->tv", ((24, 16), (50, 16)))])
-def test_rounded_einsum_gradients_are_the_rounded_products(spec, shapes):
-    """matmul.einsum in bfloat16: the forward and both gradients equal float32 products of the
-    bfloat16-rounded operands and output gradient (to float32 summation order)."""
-    from bert_jax.models.ops import matmul
-    x, w = (jax.random.normal(jax.random.key(i), s) for i, s in enumerate(shapes))
-    g = jax.random.normal(jax.random.key(5), jnp.einsum(spec, x, w).shape)
+def test_bfloat16_embeddings_are_float32_lookups_and_sums():
+    """No matmul in the embeddings, so bfloat16 compute must not round them at all."""
+    ids, types, _ = batch()
+    params = Embeddings(TINY).init(jax.random.key(0), ids, types, True)
+    f32 = Embeddings(TINY).apply(params, ids, types, True)
+    bf16 = Embeddings(TINY, jnp.bfloat16).apply(params, ids, types, True)
+    assert bf16.dtype == jnp.float32
+    np.testing.assert_array_equal(bf16, f32)
+
+
+def test_bfloat16_mlm_head_rounds_only_at_the_matmuls():
+    """In bfloat16 the transform's dense output is rounded (a matmul output), but its GELU and
+    LayerNorm run in float32 on it, and the decoder multiplies their rounded result."""
+    import flax.linen as nn
+    config = TINY.replace(tie_word_embeddings=True)
+    hidden = jax.random.normal(jax.random.key(1), (3, 4, 32))
+    table = 0.05 * jax.random.normal(jax.random.key(2), (101, 32))
+    params = MlmHead(config).init(jax.random.key(0), hidden, table)
+    params["params"]["bias"] = 0.1 * jax.random.normal(jax.random.key(3), (101,))
+    logits, state = MlmHead(config, jnp.bfloat16).apply(params, hidden, table,
+                                                        capture_intermediates=True)
+    dense_out = state["intermediates"]["dense"]["__call__"][0]  # (B, P, H)
+    transformed = state["intermediates"]["layer_norm"]["__call__"][0]  # (B, P, H)
+    assert dense_out.dtype == jnp.bfloat16 and transformed.dtype == logits.dtype == jnp.float32
+    gelu = jax.nn.gelu(dense_out.astype(jnp.float32), approximate=False)
+    ref = nn.LayerNorm(epsilon=config.layer_norm_eps).apply(
+        {"params": params["params"]["layer_norm"]}, gelu)
+    np.testing.assert_allclose(transformed, ref, rtol=1e-5, atol=1e-5)
     r = lambda a: a.astype(jnp.bfloat16).astype(jnp.float32)  # noqa: E731
-    out, vjp = jax.vjp(lambda x, w: matmul.einsum(spec, x, w, jnp.bfloat16), x, w)
-    ref_out, ref_vjp = jax.vjp(lambda x, w: jnp.einsum(spec, x, w), r(x), r(w))
-    assert out.dtype == jnp.float32
-    np.testing.assert_allclose(out, ref_out, rtol=1e-5, atol=1e-5)
-    dx, dw = vjp(g)
-    ref_dx, ref_dw = ref_vjp(r(g))
-    assert dx.dtype == dw.dtype == jnp.float32
-    np.testing.assert_allclose(dx, r(ref_dx), rtol=1e-2, atol=1e-2)  # dx comes out rounded
-    np.testing.assert_allclose(dw, ref_dw, rtol=1e-5, atol=1e-5)
-    # float32 is plain jnp.einsum, autodiff and all
-    np.testing.assert_array_equal(matmul.einsum(spec, x, w, jnp.float32), jnp.einsum(spec, x, w))
+    ref_logits = jnp.einsum("bph,vh->bpv", r(transformed), r(table)) + params["params"]["bias"]
+    np.testing.assert_allclose(logits, ref_logits, rtol=1e-5, atol=1e-5)

@@ -3,9 +3,10 @@
 Shape legend: B batch, L sequence length, H hidden size, N attention heads, D = H / N head size,
 I intermediate (feed-forward) size, V vocabulary size.
 
-Parameters are always float32; `dtype` is the matmul dtype (float32 or bfloat16). LayerNorm
-outputs (hence the residual stream), GELU and the attention softmax stay float32 either way,
-so bfloat16 rounds only what goes into and comes out of the matmuls.
+Parameters are always float32; `dtype` is the matmul dtype (float32 or bfloat16). The embedding
+lookup and sum, LayerNorm outputs (hence the residual stream), the activation and the attention
+softmax stay float32 either way, so bfloat16 rounds only what goes into and comes out of the
+matmuls.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from bert_jax.models.ops.layer_norm import LayerNorm
 
 ACTIVATION_FNS = {
     # exact GELU, as released BERT; written with erf (as torch) rather than jax.nn.gelu's erfc,
-    # which XLA:CPU computes more slowly and whose gradient keeps more activations (-145 MB, base)
+    # which XLA:CPU computes more slowly and whose gradient keeps more activations
     "gelu": lambda x: x * 0.5 * (1.0 + jax.lax.erf(x * 0.7071067811865476)),
     "gelu_new": lambda x: jax.nn.gelu(x, approximate=True),
     "gelu_pytorch_tanh": lambda x: jax.nn.gelu(x, approximate=True),
@@ -44,6 +45,16 @@ def dense(config: BertConfig, features: int, dtype, name: str) -> Dense:
     return Dense(features, dtype=dtype, kernel_init=weight_init(config), name=name)
 
 
+def activation(config: BertConfig, h) -> jax.Array:
+    """The config's activation in float32 (bfloat16 loses digits there), float32 result.
+
+    Recomputed in the backward pass from h (kept in its own dtype) rather than keeping the
+    activation's float32 intermediates: less memory, no slower.
+    """
+    act = ACTIVATION_FNS[config.hidden_act]
+    return jax.checkpoint(lambda h: act(h.astype(jnp.float32)))(h)
+
+
 def layer_norm(config: BertConfig, name: str) -> LayerNorm:
     """Float32 LayerNorm whatever the compute dtype: the residual stream stays float32."""
     return LayerNorm(config.layer_norm_eps, name=name)
@@ -59,7 +70,8 @@ class Embeddings(nn.Module):
     def __call__(self, input_ids, token_type_ids, deterministic: bool):
         cfg = self.config
         init = weight_init(cfg)
-        embed = lambda n, name: nn.Embed(n, cfg.hidden_size, dtype=self.dtype,  # noqa: E731
+        # float32 whatever self.dtype: a lookup and a sum, no matmul to round for
+        embed = lambda n, name: nn.Embed(n, cfg.hidden_size, dtype=jnp.float32,  # noqa: E731
                                           embedding_init=init, name=name)
         positions = jnp.arange(input_ids.shape[1])[None, :]  # (1, L)
         x = (embed(cfg.vocab_size, "word_embeddings")(input_ids)
@@ -104,10 +116,7 @@ class FeedForward(nn.Module):
     def __call__(self, x, deterministic: bool):
         cfg = self.config
         h = dense(cfg, cfg.intermediate_size, self.dtype, "intermediate")(x)  # (B, L, I)
-        # f32: bf16 GELU loses digits. Recomputed in the backward pass from h rather than keeping
-        # its two (B, L, I) intermediates: -143 MB at base, no slower
-        act = ACTIVATION_FNS[cfg.hidden_act]
-        h = jax.checkpoint(lambda h: act(h.astype(jnp.float32)))(h)  # keeps h in `dtype`
+        h = activation(cfg, h)  # (B, L, I) float32
         y = dense(cfg, cfg.hidden_size, self.dtype, "output")(h)  # (B, L, H)
         y = Dropout(cfg.hidden_dropout_prob)(y, deterministic=deterministic)
         return layer_norm(cfg, "layer_norm")(x + y)
@@ -158,7 +167,8 @@ class Pooler(nn.Module):
 class BertModel(nn.Module):
     """Embeddings → encoder → pooler.
 
-    Returns (sequence_output (B, L, H), pooled_output (B, H)) in the computation dtype.
+    Returns (sequence_output (B, L, H) float32, a LayerNorm output; pooled_output (B, H) in the
+    computation dtype).
     `attention_mask` is 1 for real tokens and 0 for padding; padded keys are never attended to.
     `remat` recomputes each encoder layer in the backward pass (see Encoder).
     """

@@ -9,7 +9,7 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from bert_jax.models.config import BertConfig
-from bert_jax.models.encoder import ACTIVATION_FNS, dense, layer_norm, weight_init
+from bert_jax.models.encoder import activation, dense, layer_norm, weight_init
 from bert_jax.models.ops import matmul
 from bert_jax.models.ops.dense import Dense
 
@@ -29,7 +29,7 @@ class MlmHead(nn.Module):
     def __call__(self, hidden, embedding_table):
         cfg = self.config
         h = dense(cfg, cfg.hidden_size, self.dtype, "dense")(hidden)  # (B, P, H)
-        h = ACTIVATION_FNS[cfg.hidden_act](h)
+        h = activation(cfg, h)  # float32, as in the encoder's FeedForward
         h = layer_norm(cfg, "layer_norm")(h)
         if cfg.tie_word_embeddings:
             # as one (B·P, H) matrix, for the reason in ops.dense

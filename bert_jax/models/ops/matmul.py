@@ -1,10 +1,10 @@
 """Matmuls whose operands are rounded to the compute dtype and whose products accumulate in float32.
 
 For bfloat16 this is what makes it pay on CPU: XLA:CPU multiplies bfloat16 into a float32 result
-at about twice its float32 rate (900 vs 460 GFLOP/s here, as fast as torch's bfloat16), but into
-a bfloat16 result at only 320-440 GFLOP/s, slower than float32. JAX's own backward pass of such
-a product multiplies the float32 output gradient with a bfloat16 operand, a float32 matmul, so
-the backward products are written out here to round the gradient to bfloat16 first, as
+faster than float32 (as fast as torch's bfloat16), but into a bfloat16 result slower than
+float32 (the rates are in bench/RESULTS.md). JAX's own backward pass of such a product
+multiplies the float32 output gradient with a bfloat16 operand, a float32 matmul, so the
+backward products are written out here to round the gradient to bfloat16 first, as
 torch.autocast does.
 """
 
@@ -20,7 +20,7 @@ def einsum(spec: str, x, w, dtype) -> jax.Array:
     """jnp.einsum(spec, x, w) with both rounded to `dtype`, accumulated in float32; float32 result.
 
     `w` is a parameter: the backward pass rounds it again rather than keeping a rounded copy
-    (it is alive anyway; a copy of every weight would cost 220 MB at BERT-base). spec is a
+    (it is alive anyway; a rounded copy of every weight would stay alive beside it). spec is a
     two-operand einsum without ellipses in which every index appears in exactly two of the
     three terms (a matmul), so that its gradients are einsums of the same kind.
     """
