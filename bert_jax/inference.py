@@ -51,7 +51,7 @@ def fit_length(config, tok, texts: Sequence[str], pairs: Optional[Sequence[str]]
     limit, warnings = config.max_position_embeddings, []
     check_sizes(config, min(max_length, limit), batch_size, pairs is not None)
     if max_length > limit:
-        warnings.append(f"--max-seq-length {max_length} is more than the model's {limit} "
+        warnings.append(f"max_length {max_length} is more than the model's {limit} "
                         f"positions (max_position_embeddings); using {limit}")
         max_length = limit
     longer = tokenizer.count_longer(tok, texts, pairs, max_length)
@@ -63,14 +63,14 @@ def fit_length(config, tok, texts: Sequence[str], pairs: Optional[Sequence[str]]
 
 def check_sizes(config, max_length: int, batch_size: int, pairs: bool = False) -> None:
     """Refuse lengths the model has no positions for (JAX would clamp the position ids
-    silently) and batch sizes below one, naming the command-line flag."""
+    silently) and batch sizes below one, naming the parameter."""
     if not isinstance(batch_size, int) or batch_size < 1:
-        raise BertJaxError(f"--batch-size: expected an integer ≥ 1, got {batch_size!r}")
+        raise BertJaxError(f"batch_size: expected an integer ≥ 1, got {batch_size!r}")
     least = 4 if pairs else 3  # [CLS] A [SEP] (B [SEP]) with at least one token each
     if not isinstance(max_length, int) or max_length < least:
-        raise BertJaxError(f"--max-seq-length: expected an integer ≥ {least}, got {max_length!r}")
+        raise BertJaxError(f"max_length: expected an integer ≥ {least}, got {max_length!r}")
     if max_length > config.max_position_embeddings:
-        raise BertJaxError(f"--max-seq-length: {max_length} is more than the model's "
+        raise BertJaxError(f"max_length: {max_length} is more than the model's "
                            f"max_position_embeddings ({config.max_position_embeddings})")
 
 
@@ -85,11 +85,8 @@ def predict_proba(config, params, tok, texts: Sequence[str], pairs: Optional[Seq
     """(N, num_labels) class probabilities of a BertForSequenceClassification."""
     require_head(params, "classifier")
     check_sizes(config, max_length, batch_size, pairs is not None)
-    model = BertForSequenceClassification(config)
     arrays = tokenizer.encode_batch(tok, texts, pairs, max_length, pad=True)
-    apply = jax.jit(lambda b: jax.nn.softmax(model.apply(
-        {"params": params}, b["input_ids"], b["token_type_ids"], b["attention_mask"]), -1),
-        compiler_options=xla_options.forward())
+    apply = functools.partial(jitted(_class_probabilities), config, jax.device_put(params))
     return _run_batched(apply, arrays, batch_size)
 
 
@@ -97,7 +94,7 @@ def fill_mask(config, params, tok, text: str, top_k: int = 5) -> list[list[tuple
     """For each [MASK] in `text`, the top_k (token, probability) of the MLM head."""
     require_head(params, "predictions")
     if top_k < 1:
-        raise BertJaxError(f"--top-k: expected an integer ≥ 1, got {top_k}")
+        raise BertJaxError(f"top_k: expected an integer ≥ 1, got {top_k}")
     limit, mask = config.max_position_embeddings, tok.token_to_id("[MASK]")
     full = tokenizer.encode(tok, text, max_length=None)["input_ids"]
     # truncation keeps [CLS] and the first limit - 2 tokens: a [MASK] after them is lost
@@ -127,22 +124,44 @@ def embed(config, params, tok, texts: Sequence[str], pooling: str = "cls", max_l
     """(N, H) float32 sentence embeddings: the last layer's [CLS] vector or the mean of its
     real (non-padding) tokens, as sentence-transformers' mean pooling."""
     if pooling not in ("cls", "mean"):
-        raise BertJaxError(f"--pooling: expected cls or mean, got {pooling!r}")
+        raise BertJaxError(f"pooling: expected cls or mean, got {pooling!r}")
     check_sizes(config, max_length, batch_size)
-    model = BertModel(config)
     arrays = tokenizer.encode_batch(tok, texts, None, max_length, pad=True)
-
-    @functools.partial(jax.jit, compiler_options=xla_options.forward())
-    def apply(b):
-        seq, _ = model.apply({"params": params["bert"]}, b["input_ids"], b["token_type_ids"],
-                             b["attention_mask"])  # (B, L, H)
-        if pooling == "cls":
-            out = seq[:, 0]
-        else:
-            m = b["attention_mask"][..., None].astype(jnp.float32)
-            out = (seq * m).sum(1) / jnp.maximum(m.sum(1), 1e-9)
-        if normalize:
-            out = out / jnp.maximum(jnp.linalg.norm(out, axis=-1, keepdims=True), 1e-12)
-        return out
-
+    apply = functools.partial(jitted(_pooled), config, pooling, bool(normalize),
+                              jax.device_put(params["bert"]))
     return _run_batched(apply, arrays, batch_size).astype(np.float32)
+
+
+# -- the jitted forward passes: config (and options) static, parameters an argument ------
+
+def _class_probabilities(config, params, batch) -> jax.Array:
+    """(B, num_labels) softmax of a BertForSequenceClassification."""
+    logits = BertForSequenceClassification(config).apply(
+        {"params": params}, batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
+    return jax.nn.softmax(logits, -1)
+
+
+def _pooled(config, pooling: str, normalize: bool, params, batch) -> jax.Array:
+    """(B, H) [CLS] or mean-of-real-tokens vectors of a BertModel's last layer."""
+    seq, _ = BertModel(config).apply({"params": params}, batch["input_ids"],
+                                     batch["token_type_ids"], batch["attention_mask"])  # (B, L, H)
+    if pooling == "cls":
+        out = seq[:, 0]
+    else:
+        m = batch["attention_mask"][..., None].astype(jnp.float32)  # (B, L, 1)
+        out = (seq * m).sum(1) / jnp.maximum(m.sum(1), 1e-9)
+    if normalize:
+        out = out / jnp.maximum(jnp.linalg.norm(out, axis=-1, keepdims=True), 1e-12)
+    return out
+
+
+_STATIC = {_class_probabilities: (0,), _pooled: (0, 1, 2)}  # hashable leading arguments
+
+
+@functools.cache
+def jitted(fn):
+    """`fn` under jit, the parameters an argument: weights closed over would become constants
+    of the program (a compile per call, as slow as the model is big); as an argument one
+    compile serves every model of a config and batch shape. Made on first use: the compiler
+    options ask for the backend, which must not start at import (jax.distributed first)."""
+    return jax.jit(fn, static_argnums=_STATIC[fn], compiler_options=xla_options.forward())

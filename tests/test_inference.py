@@ -1,5 +1,6 @@
 """Using models: fill-mask top-k and embeddings against transformers on the real MiniLM encoder."""
 
+import contextlib
 import os
 import shutil
 
@@ -74,3 +75,116 @@ def test_embed_matches_transformers(minilm_dir, pooling, tmp_path, capsys):
 def test_fill_mask_needs_an_mlm_head(minilm_dir, capsys):
     assert cli.main(["fill-mask", minilm_dir, "a [MASK] day"]) == 2
     assert "has no masked-LM head" in capsys.readouterr().err
+
+
+# -- jitted forward passes: the parameters are an argument, not constants of the program -----
+
+WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", "the", "a", "cat", "dog", "sat",
+         "on", "mat", "read", "book", "good", "film", "bad", "day", "tea"]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """A 20-token vocabulary, a tiny 3-label config and two different random models of it."""
+    import jax
+
+    from bert_jax.data import tokenizer
+    from bert_jax.models import BertForSequenceClassification
+    from bert_jax.models.config import BertConfig
+    vocab = tmp_path_factory.mktemp("tiny_vocab") / "vocab.txt"
+    vocab.write_text("".join(w + "\n" for w in WORDS), encoding="utf-8")
+    tok = tokenizer.load(str(vocab))
+    assert tok.get_vocab_size() == len(WORDS)
+    config = BertConfig(vocab_size=len(WORDS), hidden_size=32, num_hidden_layers=2,
+                        num_attention_heads=2, intermediate_size=37, max_position_embeddings=24,
+                        id2label=("neg", "neutral", "pos"))
+    ids = np.ones((1, 8), np.int32)
+    init = jax.jit(BertForSequenceClassification(config).init)  # one compile for both seeds
+    params = [init(jax.random.key(seed), ids, np.zeros_like(ids), ids)["params"]
+              for seed in (1, 2)]
+    return config, tok, *params
+
+
+TINY_TEXTS = ["the cat sat on the mat .", "a good film", "bad day", "the dog read a book",
+              "tea"]
+
+
+@contextlib.contextmanager
+def backend_compiles():
+    """The XLA compiles that happen inside the block."""
+    import jax
+    seen = []
+
+    def listener(event, duration, **kwargs):
+        if event == "/jax/core/compile/backend_compile_duration":
+            seen.append(duration)
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        yield seen
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+
+
+def encoded(tok, length=16):
+    from bert_jax.data import tokenizer
+    return tokenizer.encode_batch(tok, TINY_TEXTS, None, length, pad=True)
+
+
+def test_predict_proba_compiles_once_for_every_model_of_a_config(tiny):
+    import jax
+
+    from bert_jax.models import BertForSequenceClassification
+    config, tok, params_a, params_b = tiny
+    first = inference.predict_proba(config, params_a, tok, TINY_TEXTS, None, 16, 2)
+    with backend_compiles() as compiles:
+        second = inference.predict_proba(config, params_b, tok, TINY_TEXTS, None, 16, 2)
+    assert compiles == []  # other weights, same shapes: the compiled program is reused
+    b = encoded(tok)
+    for params, ours in ((params_a, first), (params_b, second)):
+        logits = BertForSequenceClassification(config).apply(
+            {"params": params}, b["input_ids"], b["token_type_ids"], b["attention_mask"])
+        np.testing.assert_allclose(ours, jax.nn.softmax(logits, -1), atol=1e-6)
+    assert np.abs(first - second).max() > 1e-3  # the second model really was used
+
+
+@pytest.mark.parametrize("pooling,normalize", [("cls", False), ("mean", True)])
+def test_embed_compiles_once_for_every_model_of_a_config(tiny, pooling, normalize):
+    from bert_jax.models import BertModel
+    config, tok, params_a, params_b = tiny
+    first = inference.embed(config, params_a, tok, TINY_TEXTS, pooling, 16, 2, normalize)
+    with backend_compiles() as compiles:
+        second = inference.embed(config, params_b, tok, TINY_TEXTS, pooling, 16, 2, normalize)
+    assert compiles == []
+    b = encoded(tok)
+    mask = b["attention_mask"][..., None].astype(np.float32)
+    for params, ours in ((params_a, first), (params_b, second)):
+        seq, _ = BertModel(config).apply({"params": params["bert"]}, b["input_ids"],
+                                         b["token_type_ids"], b["attention_mask"])
+        seq = np.asarray(seq)
+        want = seq[:, 0] if pooling == "cls" else (seq * mask).sum(1) / mask.sum(1)
+        if normalize:
+            want = want / np.linalg.norm(want, axis=-1, keepdims=True)
+        assert ours.shape == (5, 32) and ours.dtype == np.float32
+        np.testing.assert_allclose(ours, want, atol=2e-6)
+    assert np.abs(first - second).max() > 1e-3
+
+
+def test_library_errors_name_parameters_not_flags(tiny):
+    """The library speaks of its parameters; only bert_jax.cli turns them into flags."""
+    from bert_jax.errors import BertJaxError
+    config, tok, params, _ = tiny
+    for call, needle in (
+            (lambda: inference.predict_proba(config, params, tok, TINY_TEXTS, None, 16, 0),
+             "batch_size: expected an integer ≥ 1, got 0"),
+            (lambda: inference.embed(config, params, tok, TINY_TEXTS, "cls", 2),
+             "max_length: expected an integer ≥ 3, got 2"),
+            (lambda: inference.embed(config, params, tok, TINY_TEXTS, "max"),
+             "pooling: expected cls or mean, got 'max'"),
+            (lambda: inference.embed(config, params, tok, TINY_TEXTS, "cls", 30),
+             "max_length: 30 is more than the model's max_position_embeddings (24)")):
+        with pytest.raises(BertJaxError) as e:
+            call()
+        assert str(e.value) == needle
+    _, warnings = inference.fit_length(config, tok, TINY_TEXTS, None, 100)
+    assert warnings == ["max_length 100 is more than the model's 24 positions "
+                        "(max_position_embeddings); using 24"]

@@ -4,8 +4,7 @@ and the library's parameter names translated to the flags that set them."""
 from __future__ import annotations
 
 import argparse
-
-from bert_jax.errors import BertJaxError
+import re
 
 
 class Parser(argparse.ArgumentParser):
@@ -35,11 +34,9 @@ def add_multihost(parser: argparse.ArgumentParser) -> None:
 
 
 def initialize_distributed(args) -> None:
+    """Join a multi-process run; giving only some of the three flags is refused by sharding,
+    in one line that as_flags turns back into these flags."""
     from bert_jax.training import sharding
-    given = [args.coordinator_address is not None, args.num_processes is not None,
-             args.process_id is not None]
-    if any(given) and not all(given):
-        raise BertJaxError("--coordinator-address, --num-processes and --process-id go together")
     sharding.initialize_distributed(args.coordinator_address, args.num_processes,
                                     args.process_id, args.initialization_timeout)
 
@@ -59,23 +56,59 @@ def normalize(argv: list[str]) -> list[str]:
     return out
 
 
+def split_overrides(argv: list[str]) -> tuple[list[str], list[str]]:
+    """(other arguments, ["FIELD=VALUE", …]) from the `--config.FIELD=VALUE` items."""
+    rest, overrides = [], []
+    for arg in argv:
+        if arg.startswith("--config."):
+            overrides.append(arg[len("--config."):])
+        else:
+            rest.append(arg)
+    return rest, overrides
+
+
+OVERRIDABLE = ("pretrain", "finetune")  # the commands that take --config.FIELD=VALUE
+_MULTIHOST = {"coordinator_address": "--coordinator-address", "num_processes": "--num-processes",
+              "process_id": "--process-id", "initialization_timeout": "--initialization-timeout"}
+
 # library parameter → the flag that sets it, per command: errors name parameters; users see flags
 PARAMETER_FLAGS = {
-    "predict": {"batch_size": "--batch-size", "max_length": "--max-seq-length"},
+    "pretrain": _MULTIHOST,
+    "finetune": {**_MULTIHOST, "config.init": "--init DIR", "config.train_file": "--train FILE",
+                 "config.validation_file": "--validation FILE",
+                 "config.dataset": "--dataset NAME"},
+    "predict": {"batch_size": "--batch-size", "max_length": "--max-seq-length",
+                "output_file": "--output", "input_file": "--input"},
     "embed": {"batch_size": "--batch-size", "max_length": "--max-seq-length",
-              "pooling": "--pooling", "layers": "--layers"},
+              "pooling": "--pooling", "output_file": "--output", "input_file": "--input"},
     "fill-mask": {"top_k": "--top-k"},
+    "convert": {"overwrite=True": "--overwrite"},
     "parity": {"batch_size": "--batch-size", "seq_len": "--seq-len"},
-    "tokenizer": {"vocab_size": "--vocab-size", "min_frequency": "--min-frequency",
-                  "files": "--files"},
-    "finetune": {"config.init": "--init", "config.train_file": "--train",
-                 "config.validation_file": "--validation"},
+    "tokenizer": {"min_frequency": "--min-frequency", "files": "--files"},
 }
 
 
-def as_flags(command: str, message: str) -> str:
-    """A library error "batch_size: …" as "--batch-size: …" for the command that set it."""
-    for parameter, flag in PARAMETER_FLAGS.get(command, {}).items():
-        if message.startswith(parameter + ":"):
-            return flag + message[len(parameter):]
+def as_flags(command: str, message: str, overrides=()) -> str:
+    """A library message naming parameters ("batch_size: …", "… give config.train_file") as
+    the flags that set them for `command`: the one place parameter names become flags.
+
+    A config field set by `--config.FIELD=VALUE` is named so; a `config.FIELD` leading the
+    message stays (its subject: a config file may have set it); a plain-word parameter
+    ("pooling") is translated only there, where it cannot be prose.
+    """
+    overridden = {item.partition("=")[0] for item in overrides}
+    for field in sorted(overridden, key=len, reverse=True):
+        message = re.sub(_anywhere(f"config.{field}"), lambda m: f"--{m[0]}", message)
+    if command in OVERRIDABLE:  # "set config.FIELD=VALUE" is advice to pass the flag
+        message = re.sub(r"(?<![\w./-])(config\.\w+=)", r"--\1", message)
+    for name, flag in PARAMETER_FLAGS.get(command, {}).items():
+        prose = re.fullmatch(r"[a-z]+", name) is not None
+        subject = not name.startswith("config.")
+        message = re.sub(_anywhere(name), lambda m: flag if (
+            (subject if m.start() == 0 else not prose)) else m[0], message)
     return message
+
+
+def _anywhere(name: str) -> str:
+    """`name` as a whole token: not part of a longer name, a path or a flag."""
+    return r"(?<![\w./-])" + re.escape(name) + r"(?![\w])"

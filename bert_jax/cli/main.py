@@ -9,8 +9,6 @@ import sys
 from bert_jax.cli import checkpoints, flags, jobs, use, vocab
 from bert_jax.errors import BertJaxError
 
-_OVERRIDABLE = ("pretrain", "finetune")  # commands that take --config.FIELD=VALUE
-
 
 def build_parser() -> flags.Parser:
     parser = flags.Parser(prog="bert-jax", description=__doc__)
@@ -52,17 +50,16 @@ def _log_unraisable(unraisable) -> None:
 
 
 def main(argv=None) -> int:
-    from bert_jax.training.config_files import split_overrides
     argv = flags.normalize(list(sys.argv[1:] if argv is None else argv))
-    argv, overrides = split_overrides(argv)
+    argv, overrides = flags.split_overrides(argv)
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as e:  # a usage error, already printed in one line, or --help
         return e.code
     args.overrides = overrides
-    if overrides and args.command not in _OVERRIDABLE:
+    if overrides and args.command not in flags.OVERRIDABLE:
         print(f"bert-jax {args.command}: error: --config.{overrides[0]} is only for "
-              f"{' and '.join(_OVERRIDABLE)}", file=sys.stderr)
+              f"{' and '.join(flags.OVERRIDABLE)}", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO if args.debug else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
@@ -75,7 +72,7 @@ def main(argv=None) -> int:
     except (BertJaxError, OSError) as e:
         if args.debug:
             raise
-        message = flags.as_flags(args.command, str(e).splitlines()[0])
+        message = flags.as_flags(args.command, str(e).splitlines()[0], overrides)
         print(f"bert-jax {args.command}: error: {message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -55,9 +55,15 @@ def _fit_length(args, config, tok, texts, pairs) -> int:
     from bert_jax import inference
     length, warnings = inference.fit_length(config, tok, texts, pairs, args.max_seq_length,
                                             args.batch_size)
-    for message in warnings:
-        print(f"bert-jax {args.command}: warning: {message}", file=sys.stderr)
+    _warn(args.command, warnings)
     return length
+
+
+def _warn(command: str, warnings) -> None:
+    """The library's warnings (naming parameters) as the flags of this command."""
+    for message in warnings:
+        print(f"bert-jax {command}: warning: {flags.as_flags(command, message)}",
+              file=sys.stderr)
 
 
 def predict(args) -> None:
@@ -101,8 +107,7 @@ def fill_mask(args) -> None:
     candidates_per_mask = inference.fill_mask(config, params, tok, args.text, args.top_k)
     _, warnings = inference.fit_length(config, tok, [args.text], None,
                                        config.max_position_embeddings)
-    for message in warnings:
-        print(f"bert-jax fill-mask: warning: {message}", file=sys.stderr)
+    _warn(args.command, warnings)
     for i, candidates in enumerate(candidates_per_mask):
         print(f"[MASK] {i + 1}:" if i or args.text.count("[MASK]") > 1 else "[MASK]:")
         for token, p in candidates:

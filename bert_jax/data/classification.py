@@ -15,7 +15,7 @@ from typing import Optional, Sequence
 import datasets
 import numpy as np
 
-from bert_jax.data import tokenizer
+from bert_jax.data import text_files, tokenizer
 from bert_jax.errors import BertJaxError
 
 log = logging.getLogger(__name__)
@@ -30,14 +30,14 @@ def read_table(path: str) -> datasets.Dataset:
         raise BertJaxError(f"{path}: file not found")
     ext = os.path.splitext(path)[1].lower()
     if ext == ".txt":
-        lines = [line for line in tokenizer.read_utf8(path).split("\n") if line.strip()]
+        lines = [line for line in text_files.read_utf8(path).split("\n") if line.strip()]
         table = datasets.Dataset.from_dict({"text": lines})
     elif ext in _BUILDERS:
         builder, options = _BUILDERS[ext]
         if os.path.getsize(path) == 0:
             raise BertJaxError(f"{path}: empty file")
         if ext != ".parquet":
-            tokenizer.read_utf8(path)  # pandas' decode error names no file and no offset
+            text_files.read_utf8(path)  # pandas' decode error names no file and no offset
         quiet = datasets.utils.are_progress_bars_disabled()
         verbosity = datasets.logging.get_verbosity()
         datasets.disable_progress_bars()  # one small local file: no "Generating split" bars
@@ -180,7 +180,8 @@ def prepare(splits: dict, tok, text_column: str, pair_column: str, label_column:
             continue
         cleaned[split] = (where, drop_empty(table, where, columns + [label_column]))
     if "train" not in cleaned:
-        raise BertJaxError("no training data: give --train FILE or a dataset with a train split")
+        raise BertJaxError("splits: no training data (a train file, or a dataset with a train "
+                           "split, is needed)")
     names = label_names(cleaned["train"][1], label_column)
     if len(names) < 2:
         raise BertJaxError(f"{cleaned['train'][0]}: column {label_column!r} has one label "

@@ -79,7 +79,7 @@ def run_config_file(path: str):
         return module.get_config()
     except BertJaxError:
         raise
-    except SyntaxError as e:  # `from e`: --debug shows the original error
+    except SyntaxError as e:  # `from e`: a debug run shows the original error
         raise BertJaxError(f"{e.filename or path}:{e.lineno}: invalid Python ({e.msg})") from e
     except Exception as e:  # the config's own code failed: point at its line
         lines = [f for f in traceback.extract_tb(e.__traceback__) if not f.filename.startswith(
@@ -99,11 +99,11 @@ def apply_overrides(cfg, overrides: typing.Sequence[str]):
     for item in overrides:
         name, sep, text = item.partition("=")
         if not sep:
-            raise BertJaxError(f"--config.{item}: expected --config.FIELD=VALUE")
+            raise BertJaxError(f"config.{item}: expected config.{item}=VALUE")
         if name not in fields:
             close = difflib.get_close_matches(name, fields, n=3, cutoff=0.5)
             hint = f"; did you mean {', '.join(close)}?" if close else ""
-            raise BertJaxError(f"--config.{name}: unknown config field{hint}")
+            raise BertJaxError(f"config.{name}: unknown config field{hint}")
         changes[name] = _parse(name, text, hints[name])
     return dataclasses.replace(cfg, **changes)
 
@@ -120,15 +120,4 @@ def _parse(name: str, text: str, kind):
             return text.lower() in ("true", "1")
         return kind(text)
     except ValueError:
-        raise BertJaxError(f"--config.{name}: expected {kind.__name__}, got {text!r}") from None
-
-
-def split_overrides(argv: typing.Sequence[str]) -> tuple[list[str], list[str]]:
-    """Separate `--config.FIELD=VALUE` items from the other arguments."""
-    rest, overrides = [], []
-    for arg in argv:
-        if arg.startswith("--config."):
-            overrides.append(arg[len("--config."):])
-        else:
-            rest.append(arg)
-    return rest, overrides
+        raise BertJaxError(f"config.{name}: expected {kind.__name__}, got {text!r}") from None

@@ -1,8 +1,8 @@
 """FinetuneConfig: one fine-tuning run (sequence classification), saved beside its checkpoints.
 
-A config file's `get_config()` returns one; `--config.FIELD=VALUE` and the `bert-jax finetune`
-flags override fields. The optimisation fields match PretrainConfig's, so optim.make_optimizer
-serves both (see `optimizer_settings`).
+A config file's `get_config()` returns one; `FIELD=VALUE` overrides and keyword changes (the
+`bert-jax finetune` flags) override fields. The optimisation fields match PretrainConfig's, so
+optim.make_optimizer serves both (see `optimizer_settings`).
 """
 
 from __future__ import annotations
@@ -61,13 +61,14 @@ class FinetuneConfig:
 def validate(cfg: FinetuneConfig) -> FinetuneConfig:
     """Refuse impossible values, naming the field."""
     if not cfg.init:
-        raise BertJaxError("config.init: a pretrained model to fine-tune is required (--init DIR)")
+        raise BertJaxError("config.init: a pretrained model to fine-tune is required (give "
+                           "config.init)")
     if not cfg.dataset and not cfg.train_file:
-        raise BertJaxError("config.train_file: give --train FILE (and --validation FILE) or "
-                           "--dataset NAME")
+        raise BertJaxError("config.train_file: give config.train_file (and "
+                           "config.validation_file) or config.dataset")
     if not cfg.dataset and not cfg.validation_file:
-        raise BertJaxError("config.validation_file: give --validation FILE: the best epoch is "
-                           "chosen on it")
+        raise BertJaxError("config.validation_file: give config.validation_file: the best epoch "
+                           "is chosen on it")
     config_files.check_fields(
         cfg, at_least_one=("max_seq_length", "epochs", "batch_size", "eval_batch_size",
                            "log_every", "checkpoint_every", "keep_checkpoints"),

@@ -21,17 +21,16 @@ DATA = "data"
 
 def initialize_distributed(coordinator_address=None, num_processes=None, process_id=None,
                            initialization_timeout: int = 300) -> None:
-    """Join a multi-process run: explicit flags, or JAX's own detection on Slurm / TPU pods.
+    """Join a multi-process run: the three explicit arguments, or JAX's detection on Slurm / TPU.
 
-    A plain single-process run (no flags, no cluster environment) does nothing.
+    A plain single-process run (no arguments, no cluster environment) does nothing.
     """
-    explicit = coordinator_address is not None or num_processes is not None
+    given = [v is not None for v in (coordinator_address, num_processes, process_id)]
+    if any(given) and not all(given):
+        raise BertJaxError("coordinator_address, num_processes and process_id go together")
     cluster = int(os.environ.get("SLURM_NTASKS", "1")) > 1 or "TPU_WORKER_HOSTNAMES" in os.environ
-    if not explicit and not cluster:
+    if not any(given) and not cluster:
         return
-    if explicit and (coordinator_address is None or num_processes is None or process_id is None):
-        raise BertJaxError("multi-host: --coordinator_address, --num_processes and --process_id "
-                           "go together")
     jax.distributed.initialize(coordinator_address, num_processes, process_id,
                                initialization_timeout=initialization_timeout)
     log.info("process %d of %d, %d local / %d global devices", jax.process_index(),
