@@ -57,7 +57,7 @@ def main():
         tokenizer, vocab_name = _tokenizer(args.vocab, paths, tmp)
         build = lambda: build_pretraining_dataset(  # noqa: E731
             paths, tokenizer, max_seq_length=args.max_seq_length, seed=0,
-            cache_dir=os.path.join(tmp, "cache"), num_proc=args.num_proc)
+            cache_dir=os.path.join(tmp, "cache"), num_proc=args.num_proc)["train"]
         start = time.perf_counter()
         dataset = build()
         cold = time.perf_counter() - start

@@ -8,9 +8,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bert_jax.training import loop
-from bert_jax.training import sharding
 from bert_jax.errors import BertJaxError
+from bert_jax.training import loop, sharding
+from bert_jax.training import run as run_context
 
 
 class State:
@@ -51,10 +51,13 @@ def run(bad_steps, policy, steps=6, log_every=3):
 
     writer = Writer()
     with loop.StopRequest() as stop:
-        loop.run_steps(step_fn, State(0), lambda s: {"attention_mask": np.ones((2, 4), np.int32)},
-                       until=steps, total=steps, key=None, mesh=sharding.make_mesh(),
-                       writer=writer, checkpointer=FakeCheckpointer(), stop=stop,
-                       log_every=log_every, desc="test", on_nonfinite=policy)
+        ctx = run_context.RunContext(workdir="/runs/x", mesh=sharding.make_mesh(), writer=writer,
+                                     checkpointer=FakeCheckpointer(), stop=stop, key=None,
+                                     is_main=True)
+        loop.run_steps(ctx, step_fn, State(0),
+                       lambda s: {"attention_mask": np.ones((2, 4), np.int32)},
+                       until=steps, total=steps, log_every=log_every, desc="test",
+                       on_nonfinite=policy)
     return writer.rows
 
 

@@ -14,6 +14,7 @@ from bert_jax.data import pretraining_examples as pretraining_data
 from bert_jax.data import tokenizer as tok_lib
 from bert_jax.errors import BertJaxError
 from bert_jax.data.pretraining_examples import build_pretraining_dataset, create_instances
+from bert_jax.data.heldout import HeldOut, split_heldout
 from bert_jax.data.sentences import split_sentences
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -31,7 +32,7 @@ def austen(minilm_dir, tmp_path_factory):
     tokenizer = tok_lib.load(os.path.join(minilm_dir, "vocab.txt"))
     cache_dir = str(tmp_path_factory.mktemp("cache"))
     dataset = build_pretraining_dataset(AUSTEN, tokenizer, max_seq_length=L, seed=1,
-                                        dupe_factor=2, cache_dir=cache_dir)
+                                        dupe_factor=2, cache_dir=cache_dir)["train"]
     return dataset, batches.as_arrays(dataset)
 
 
@@ -51,12 +52,14 @@ def synthetic(tmp_path_factory):
     return str(root / "corpus.txt"), tokenizer, root
 
 
-def _build_synthetic(synthetic, cache, **overrides):
+def _build_synthetic(synthetic, cache, split="train", **overrides):
+    """The split's columns; split=None: the whole DatasetDict."""
     corpus, tokenizer, root = synthetic
     args = dict(max_seq_length=32, seed=3, documents="blank_line", sentence_per_line=True,
                 dupe_factor=5, cache_dir=str(root / cache))
     args.update(overrides)
-    return batches.as_arrays(build_pretraining_dataset(corpus, tokenizer, **args))
+    dataset = build_pretraining_dataset(corpus, tokenizer, **args)
+    return dataset if split is None else batches.as_arrays(dataset[split])
 
 
 def test_austen_examples_are_well_formed(austen):
@@ -207,7 +210,7 @@ def test_documents_too_short_to_pair_are_reported(tmp_path, synthetic, caplog):
     with caplog.at_level(logging.WARNING, logger="bert_jax.data.pretraining_examples"):
         arrays = batches.as_arrays(build_pretraining_dataset(
             str(corpus), tokenizer, documents="blank_line", sentence_per_line=True,
-            cache_dir=str(tmp_path / "c")))
+            cache_dir=str(tmp_path / "c"))["train"])
     assert "2 of 3 documents are too short to pair" in caplog.text
     assert "1 of 4 documents have no tokens" in caplog.text
     assert arrays["next_sentence_labels"].sum() >= 2  # they still give random-next examples
@@ -216,5 +219,110 @@ def test_documents_too_short_to_pair_are_reported(tmp_path, synthetic, caplog):
     with pytest.raises(BertJaxError, match="every document is a single sentence"):
         build_pretraining_dataset(str(one_sentence_each), tokenizer, documents="blank_line",
                                   sentence_per_line=True, cache_dir=str(tmp_path / "c"))
-    with pytest.raises(BertJaxError, match="1 document.*documents='blank_line'"):
-        build_pretraining_dataset(str(corpus), tokenizer, cache_dir=str(tmp_path / "c"))
+    no_tokens = tmp_path / "no_tokens.txt"
+    no_tokens.write_text("\x07\n", encoding="utf-8")
+    with pytest.raises(BertJaxError, match="no_tokens.txt: no text"):
+        build_pretraining_dataset(str(no_tokens), tokenizer, cache_dir=str(tmp_path / "c"))
+
+
+def _sources(arrays, tokenizer):
+    """(doc, sentence) of every word in each example: words "d{doc}s{i}" name their sentence."""
+    id_to_token = {i: t for t, i in tokenizer.get_vocab().items()}
+    return [{tuple(map(int, id_to_token[i][1:].split("s"))) for i in row if i > SEP}
+            for row in arrays["input_ids"]]
+
+
+def test_split_heldout_whole_documents_then_one_tail():
+    rng = random.Random(0)
+    docs = [[(d, i) for i in range(rng.randint(1, 20))] for d in range(60)]
+    total = sum(map(len, docs))
+    for fraction in (0.02, 0.1, 0.3):
+        train, heldout, held = split_heldout(docs, fraction, seed=1)
+        assert held.sentences == sum(map(len, heldout)) == round(fraction * total)
+        assert sorted(s for d in train + heldout for s in d) == sorted(s for d in docs for s in d)
+        assert [docs[i] for i in held.whole] == heldout[:len(held.whole)]  # whole, unchanged
+        assert len(heldout) == len(held.whole) + (held.tail > 0)
+        if held.tail:  # the tail document's head trains; only its last sentences are held out
+            tail_doc = docs[held.tail_document]
+            assert heldout[-1] == tail_doc[-held.tail:] and tail_doc[:-held.tail] in train
+            assert 0 < held.tail < len(tail_doc)
+        assert {d for d, _ in sum(heldout[:len(held.whole)], [])}.isdisjoint(
+            d for d, _ in sum(train, []))
+    assert split_heldout(docs, 0.1, seed=1) == split_heldout(docs, 0.1, seed=1)
+    assert split_heldout(docs, 0.1, seed=2)[2].whole != split_heldout(docs, 0.1, seed=1)[2].whole
+    pairs = [[(d, i) for i in range(2)] for d in range(50)]  # small documents: all held whole
+    assert split_heldout(pairs, 0.1, seed=0)[2] == HeldOut(
+        split_heldout(pairs, 0.1, seed=0)[2].whole, None, 0, 10, 100)
+    train, heldout, held = split_heldout([list(range(100))], 0.1, seed=0)  # one document
+    assert (train, heldout, held.whole) == ([list(range(90))], [list(range(90, 100))], ())
+    assert held.describe(["x.txt"]) == "held out the last 10 sentences of x.txt: " \
+                                       "10 of 100 sentences (10.0%)"
+    assert split_heldout(docs, 0.0, seed=0)[:2] == (docs, [])
+    with pytest.raises(BertJaxError, match="eval_fraction: 0.99 of 10 sentences leaves none"):
+        split_heldout([list(range(10))], 0.99, seed=0)
+
+
+def test_heldout_examples_share_no_sentence_with_training(synthetic):
+    dataset = _build_synthetic(synthetic, "cache-h", split=None, eval_fraction=0.25)
+    train = _sources(batches.as_arrays(dataset["train"]), synthetic[1])
+    heldout = _sources(batches.as_arrays(dataset["heldout"]), synthetic[1])
+    train_sentences, held_sentences = set().union(*train), set().union(*heldout)
+    assert train_sentences.isdisjoint(held_sentences)  # not one sentence on both sides
+    shared = {d for d, _ in train_sentences} & {d for d, _ in held_sentences}
+    assert len(shared) <= 1  # at most one document, its head training and its tail held out
+    for doc in shared:
+        assert max(s for d, s in train_sentences if d == doc) < min(
+            s for d, s in held_sentences if d == doc)
+    stats = json.loads(dataset["heldout"].info.description)
+    total = stats["sentences"]
+    assert stats["heldout"]["sentences"] == round(0.25 * total) == stats["split_sentences"]
+    assert 0.9 * round(0.25 * total) <= len(held_sentences) <= round(0.25 * total)
+    assert stats["heldout"]["whole_documents"] >= 5  # small documents are held out whole
+    assert (stats["heldout"]["tail_sentences"] > 0) == bool(shared)
+    assert abs(len(heldout) / (len(train) + len(heldout)) - 0.25) < 0.05
+    assert stats["split"] == "heldout" and stats["examples"] == len(heldout)
+    assert json.loads(dataset["train"].info.description)["heldout"] == stats["heldout"]
+
+
+def test_one_file_one_document_builds_both_splits(tmp_path, synthetic, caplog):
+    words = [f"d{d}s{i}" for d in range(40) for i in range(30)][:200]  # sentence k: words[k]
+    corpus = tmp_path / "one.txt"
+    corpus.write_text("\n".join(f"{w} {w} {w}" for w in words) + "\n", encoding="utf-8")
+    with caplog.at_level(logging.INFO, logger="bert_jax.data.pretraining_examples"):
+        dataset = build_pretraining_dataset(str(corpus), synthetic[1], max_seq_length=16,
+                                            sentence_per_line=True, eval_fraction=0.1,
+                                            dupe_factor=3, cache_dir=str(tmp_path / "c"))
+    index = {(d, i): 30 * d + i for d in range(40) for i in range(30)}
+    splits = {name: batches.as_arrays(dataset[name]) for name in ("train", "heldout")}
+    train, heldout = (_sources(splits[name], synthetic[1]) for name in ("train", "heldout"))
+    assert max(index[s] for s in set().union(*train)) == 179
+    assert min(index[s] for s in set().union(*heldout)) >= 180
+    for arrays in splits.values():  # both sides have real and random next pairs
+        assert set(arrays["next_sentence_labels"]) == {0, 1}
+    assert (f"1 document ({corpus} as one document): random-next segments come from elsewhere "
+            f"in the same document") in caplog.text
+    summary = f"held out the last 20 sentences of {corpus}: 20 of 200 sentences (10.0%)"
+    assert summary in caplog.text
+    assert json.loads(dataset["heldout"].info.description)["heldout"]["summary"] == summary
+
+
+def test_no_eval_fraction_no_heldout_and_deterministic_split(synthetic, monkeypatch):
+    dataset = _build_synthetic(synthetic, "cache-a", split=None)
+    empty = batches.as_arrays(dataset["heldout"])
+    assert len(dataset["heldout"]) == 0 and empty["input_ids"].shape == (0, 32)
+    assert all(v.dtype == np.int32 for v in empty.values())
+    assert json.loads(dataset["train"].info.description)["heldout"]["sentences"] == 0
+    first = _build_synthetic(synthetic, "cache-d", split=None, eval_fraction=0.2)
+    again = _build_synthetic(synthetic, "cache-e", split=None, eval_fraction=0.2)
+    other = _build_synthetic(synthetic, "cache-e", split=None, eval_fraction=0.2, seed=4)
+    for name in ("train", "heldout"):
+        for key, value in batches.as_arrays(first[name]).items():
+            np.testing.assert_array_equal(value, batches.as_arrays(again[name])[key])
+    assert set().union(*_sources(batches.as_arrays(other["heldout"]), synthetic[1])) != \
+        set().union(*_sources(batches.as_arrays(first["heldout"]), synthetic[1]))
+    monkeypatch.setattr(pretraining_data, "create_instances", lambda *a, **k: 1 / 0)
+    with pytest.raises(ZeroDivisionError):  # eval_fraction is part of the cache key
+        _build_synthetic(synthetic, "cache-d", eval_fraction=0.3)
+    for bad in (1.0, -0.1, "0.1"):
+        with pytest.raises(BertJaxError, match="eval_fraction: expected a fraction"):
+            _build_synthetic(synthetic, "cache-d", eval_fraction=bad)

@@ -86,9 +86,9 @@ def run(tmp_path_factory):
     real_run_steps = loop.run_steps
     records = _Records()
 
-    def run_steps(step_fn, state, batch_for_step, *, until, **kw):
-        state = real_run_steps(step_fn, state, batch_for_step, until=WARMUP, **kw)
-        mesh, arguments = kw["mesh"], []
+    def run_steps(ctx, step_fn, state, batch_for_step, *, until, **kw):
+        state = real_run_steps(ctx, step_fn, state, batch_for_step, until=WARMUP, **kw)
+        mesh, arguments = ctx.mesh, []
 
         def checked_step(*args):
             arguments.extend(jax.tree.leaves(args))
@@ -98,7 +98,8 @@ def run(tmp_path_factory):
         with pytest.MonkeyPatch.context() as mp, jax.transfer_guard("disallow"):
             _record_implicit_reads(mp, out["implicit_reads"])
             try:
-                state = real_run_steps(checked_step, state, batch_for_step, until=until, **kw)
+                state = real_run_steps(ctx, checked_step, state, batch_for_step, until=until,
+                                       **kw)
             except Exception as e:  # a disallowed transfer; finish the run to report it
                 out["error"] = e
         out["steady_compiles"] = [m for m in records.messages[first:] if "Compiling" in m]
@@ -106,7 +107,7 @@ def run(tmp_path_factory):
                                   for a in arguments if not (isinstance(a.sharding, NamedSharding)
                                                              and a.sharding.mesh == mesh)})
         out["cache_size"] = step_fn._cache_size()
-        return real_run_steps(step_fn, state, batch_for_step, until=until, **kw)
+        return real_run_steps(ctx, step_fn, state, batch_for_step, until=until, **kw)
 
     logger = logging.getLogger("jax")
     logger.addHandler(records)

@@ -6,7 +6,7 @@
   pretraining workdir      config.json + checkpoints/ (orbax train states) + vocab/ + export/
   fine-tuning workdir      checkpoints/ + model/ (the best epoch, a model directory) + export/
 
-Every reader (`load_pretrained`, inference, `--init`, conversion) asks `kind`, `model_path` and
+Every reader (`load_pretrained`, inference, `config.init`, conversion) asks `kind`, `model_path` and
 `vocab_dir` here instead of probing files itself.
 """
 

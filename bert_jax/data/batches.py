@@ -14,6 +14,7 @@ from typing import Iterator, Mapping, Union
 
 import datasets
 import numpy as np
+import pyarrow as pa
 
 from bert_jax.errors import BertJaxError
 
@@ -21,8 +22,23 @@ Data = Union[datasets.Dataset, Mapping[str, np.ndarray]]
 
 
 def as_arrays(dataset: datasets.Dataset) -> dict[str, np.ndarray]:
-    """All columns as numpy arrays in memory: faster batches than reading Arrow every step."""
-    return {name: np.asarray(column) for name, column in dataset.with_format("numpy")[:].items()}
+    """All columns as numpy arrays in memory: faster batches than reading Arrow every step.
+    Integer columns come back as int32, as batch_for_step serves them.
+
+    Read from Arrow directly so that an empty split (an empty held-out set) keeps its (0, L)
+    shapes and integer dtypes: datasets' numpy format makes those (0,) float arrays.
+    """
+    table = dataset.with_format("arrow")[:]
+    arrays = {name: _numpy(table.column(name).combine_chunks()) for name in table.column_names}
+    return {name: values.astype(np.int32) if np.issubdtype(values.dtype, np.integer) else values
+            for name, values in arrays.items()}
+
+
+def _numpy(array: pa.Array) -> np.ndarray:
+    if pa.types.is_fixed_size_list(array.type):  # (N, L, …) from the flat values
+        values = _numpy(array.flatten())
+        return values.reshape((len(array), array.type.list_size) + values.shape[1:])
+    return array.to_numpy(zero_copy_only=False)
 
 
 def num_examples(data: Data) -> int:

@@ -1,4 +1,4 @@
-"""Text files → documents → sentences → next-sentence pairs → a cached `datasets.Dataset`.
+"""Text files → documents → sentences → next-sentence pairs → a cached `datasets.DatasetDict`.
 
 Pairs follow google-research/bert's create_pretraining_data: segments A/B fill a target length
 (short_seq_prob picks a shorter one), B is the real continuation half of the time and otherwise
@@ -9,7 +9,12 @@ document (one per file) would otherwise be all-short or all-long; and a chunk of
 closed only once it holds two, so that B is the real continuation 50% of the time (the original
 forces a random B whenever one sentence already fills the target: 53% random on the bundled
 Austen corpus at length 128). Masking is not done here: it is dynamic, in the train step
-(bert_jax.masking).
+(data/masking.py).
+
+The held-out split is by document, before pairs are made (data.heldout.split_heldout), and pairs
+are made on each side separately: no held-out example shares a sentence, nor a random-next
+segment, with training. A corpus of one document (one text file) works as in the original:
+after ten tries at another document, a random-next segment comes from the same one.
 
 Examples are padded to max_seq_length and cached on disk, keyed by file contents, vocabulary and
 parameters, so a second run with the same inputs starts at once.
@@ -33,13 +38,14 @@ from tokenizers import Tokenizer
 from tqdm.auto import tqdm
 
 from bert_jax.errors import BertJaxError
+from bert_jax.data.heldout import split_heldout
 from bert_jax.data.sentences import split_sentences
 from bert_jax.data.text_files import read_text, resolve_files
 from bert_jax.data.tokenizer import special_token_ids
 
 logger = logging.getLogger(__name__)
 
-FORMAT_VERSION = 1  # part of the cache key: bump whenever the examples made here change
+FORMAT_VERSION = 2  # part of the cache key: bump whenever the examples made here change
 DOCUMENT_MODES = ("file", "blank_line")
 
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t\r\f\v]*\n")
@@ -52,8 +58,9 @@ def default_cache_dir() -> str:
 def build_pretraining_dataset(files: Union[str, Sequence[str]], tokenizer: Tokenizer, *,
                               max_seq_length: int = 128, short_seq_prob: float = 0.1,
                               dupe_factor: int = 1, seed: int = 0, documents: str = "file",
-                              sentence_per_line: bool = False, cache_dir: Optional[str] = None,
-                              num_proc: Optional[int] = None) -> datasets.Dataset:
+                              sentence_per_line: bool = False, eval_fraction: float = 0.0,
+                              cache_dir: Optional[str] = None,
+                              num_proc: Optional[int] = None) -> datasets.DatasetDict:
     """NSP examples from text files, built once and then loaded from `cache_dir`.
 
     Args:
@@ -63,15 +70,17 @@ def build_pretraining_dataset(files: Union[str, Sequence[str]], tokenizer: Token
       sentence_per_line: True for the original format (one sentence a line); False for wrapped
         prose, where lines are joined and split at sentence ends.
       dupe_factor: passes over the corpus, each with different pairs (the original uses 10).
+      eval_fraction: share of the corpus's sentences held out, by document (module docstring).
       num_proc: tokenizing processes; None picks from the CPU count and corpus size. Workers
         are forked: build before JAX starts its backend, or pass 1 (the Rust tokenizer still
         uses every core; only sentence splitting is then on one).
     Returns:
-      A Dataset with input_ids (int32), token_type_ids, attention_mask (int8), each of length
+      A DatasetDict with splits "train" and "heldout" (0 rows when eval_fraction is 0), each
+      with input_ids (int32), token_type_ids, attention_mask (int8), each of length
       max_seq_length and padded with [PAD] / 0, and next_sentence_labels (0 = B follows A,
-      1 = B is random). Its `info.description` holds the build statistics as JSON.
+      1 = B is random). Each split's `info.description` holds the build statistics as JSON.
     """
-    _check_params(max_seq_length, short_seq_prob, dupe_factor, seed, documents)
+    _check_params(max_seq_length, short_seq_prob, dupe_factor, seed, documents, eval_fraction)
     paths = resolve_files(files)
     texts = [read_text(path) for path in paths]
     tokenizer = Tokenizer.from_str(tokenizer.to_str())  # a private copy: no truncation/padding
@@ -80,29 +89,54 @@ def build_pretraining_dataset(files: Union[str, Sequence[str]], tokenizer: Token
     specials = special_token_ids(tokenizer)
     params = dict(max_seq_length=max_seq_length, short_seq_prob=short_seq_prob,
                   dupe_factor=dupe_factor, seed=seed, documents=documents,
-                  sentence_per_line=sentence_per_line, format_version=FORMAT_VERSION)
+                  sentence_per_line=sentence_per_line, eval_fraction=eval_fraction,
+                  format_version=FORMAT_VERSION)
     key = _cache_key(texts, tokenizer, params)
     path = os.path.join(cache_dir or default_cache_dir(), f"pretraining-{key}")
     if os.path.isdir(path):
-        logger.info("pretraining examples: loading the cache %s", path)
-        return datasets.load_from_disk(path)
+        dataset = datasets.load_from_disk(path)
+        logger.info("pretraining examples: loading the cache %s; %s", path,
+                    json.loads(dataset["train"].info.description)["heldout"]["summary"])
+        return dataset
 
     docs = tokenize_documents(texts, tokenizer, documents, sentence_per_line, num_proc, key)
-    docs, stats = _check_documents(docs, paths, documents)
-    instances = create_instances(docs, max_seq_length, short_seq_prob, dupe_factor, seed)
-    stats.update(examples=len(instances), random_next=sum(r for _, _, r in instances),
-                 params=params, files=paths)
-    logger.info("pretraining examples: %d from %d documents (%d tokens), %.1f%% random next",
-                len(instances), stats["documents"], stats["tokens"],
-                100 * stats["random_next"] / max(1, len(instances)))
-    dataset = _to_dataset(instances, specials, max_seq_length, stats)
+    docs, labels, stats = _check_documents(docs, _document_labels(texts, paths, documents),
+                                           paths, documents)
+    stats.update(params=params, files=paths)
+    _save_atomically(_build_splits(docs, labels, specials, params, stats), path)
+    return datasets.load_from_disk(path)
+
+
+def _build_splits(docs, labels, specials, params, stats) -> datasets.DatasetDict:
+    """Documents → held-out split → pairs made on each side → padded examples."""
+    fraction, seed = params["eval_fraction"], params["seed"]
+    train, heldout, held = split_heldout(docs, fraction, seed)
+    stats["heldout"] = held.stats(labels)
+    (logger.warning if fraction and not held.sentences else logger.info)(
+        "pretraining examples: %s", stats["heldout"]["summary"])
+    splits = {}
+    for name, documents in (("train", train), ("heldout", heldout)):
+        instances = create_instances(documents, params["max_seq_length"],
+                                     params["short_seq_prob"], params["dupe_factor"], seed)
+        split_stats = dict(stats, split=name, split_documents=len(documents),
+                           split_sentences=sum(map(len, documents)), examples=len(instances),
+                           random_next=sum(r for _, _, r in instances))
+        splits[name] = _to_dataset(instances, specials, params["max_seq_length"], split_stats)
+        logger.info("pretraining examples, %s: %d from %d document(s), %.1f%% random next",
+                    name, len(instances), len(documents),
+                    100 * split_stats["random_next"] / max(1, len(instances)))
+    return datasets.DatasetDict(splits)
+
+
+def _save_atomically(dataset: datasets.DatasetDict, path: str) -> None:
     tmp = f"{path}.tmp-{os.getpid()}"
-    dataset.save_to_disk(tmp)
+    # an empty split needs one (empty) shard: with none, load_from_disk fails
+    dataset.save_to_disk(tmp, num_shards={name: 1 for name, split in dataset.items()
+                                          if not len(split)})
     try:
         os.replace(tmp, path)  # atomic: a concurrent or killed build never leaves half a cache
     except OSError:  # another process finished the same build first
         shutil.rmtree(tmp, ignore_errors=True)
-    return datasets.load_from_disk(path)
 
 
 def tokenize_documents(texts: list[str], tokenizer: Tokenizer, documents: str = "file",
@@ -111,10 +145,9 @@ def tokenize_documents(texts: list[str], tokenizer: Tokenizer, documents: str = 
     """File texts → documents → sentences → token ids (no specials), in parallel processes."""
     doc_ids, paragraphs = [], []
     for file_index, text in enumerate(texts):
-        for paragraph in _PARAGRAPH_BREAK.split(text.replace("\r\n", "\n")):
-            if paragraph.strip():
-                doc_ids.append(file_index if documents == "file" else len(paragraphs))
-                paragraphs.append(paragraph)
+        for paragraph in _paragraphs(text):
+            doc_ids.append(file_index if documents == "file" else len(paragraphs))
+            paragraphs.append(paragraph)
     num_docs = len(texts) if documents == "file" else len(paragraphs)
     if num_proc is None:  # a process costs about a second to start: only worth it for big inputs
         num_proc = max(1, min(os.cpu_count() or 1, 8, len(paragraphs) // 2000))
@@ -135,6 +168,18 @@ def tokenize_documents(texts: list[str], tokenizer: Tokenizer, documents: str = 
     return grouped
 
 
+def _paragraphs(text: str) -> list[str]:  # blocks between blank lines, not just whitespace
+    return [p for p in _PARAGRAPH_BREAK.split(text.replace("\r\n", "\n")) if p.strip()]
+
+
+def _document_labels(texts, paths, documents) -> list[str]:
+    """Names for the documents tokenize_documents makes, in its order, for the logs."""
+    if documents == "file":
+        return list(paths)
+    return [f"paragraph {number} of {path}" for text, path in zip(texts, paths)
+            for number in range(1, len(_paragraphs(text)) + 1)]
+
+
 def _tokenize_paragraphs(batch, tokenizer, sentence_per_line):
     docs, sentences = [], []
     for doc, paragraph in zip(batch["doc"], batch["text"]):
@@ -150,7 +195,8 @@ def create_instances(documents: list[list[list[int]]], max_seq_length: int,
                      seed: int) -> list[tuple[list[int], list[int], int]]:
     """Documents (lists of tokenized sentences) → shuffled (tokens_a, tokens_b, is_random_next).
 
-    Deterministic in `seed`; needs at least two documents for random next segments.
+    Deterministic in `seed`. As in the original, a random-next segment comes from the same
+    document when ten draws found no other (always, for a single document).
     """
     rng = random.Random(seed)
     documents = list(documents)
@@ -222,29 +268,31 @@ def truncate_pair(tokens_a: list, tokens_b: list, max_num_tokens: int, rng: rand
     return (tokens_a[a_front:len(tokens_a) - a_back], tokens_b[b_front:len(tokens_b) - b_back])
 
 
-def _check_documents(docs, paths, documents):
-    """Drop empty documents and report (not silently) those too short to pair."""
+def _check_documents(docs, labels, paths, documents):
+    """Drop empty documents; report (not silently) short ones and how documents were formed."""
     where = paths[0] if len(paths) == 1 else f"{len(paths)} files ({paths[0]}, …)"
     empty = sum(1 for d in docs if not d)
-    kept = [d for d in docs if d]
+    kept, labels = [d for d in docs if d], [name for d, name in zip(docs, labels) if d]
     single = sum(1 for d in kept if len(d) == 1)
     if empty:
         logger.warning("%s: %d of %d documents have no tokens and are skipped", where, empty,
                        len(docs))
-    if len(kept) < 2:
-        hint = ("" if documents != "file" else
-                " (documents='blank_line' splits a file at blank lines)")
-        raise BertJaxError(f"{where}: {len(kept)} document(s) with text; random-next pairs need "
-                           f"at least two{hint}")
+    if not kept:
+        raise BertJaxError(f"{where}: no text to make examples of (no tokens)")
     if single == len(kept):
         raise BertJaxError(f"{where}: every document is a single sentence, too short to make "
                            f"a real next-sentence pair")
     if single:
         logger.warning("%s: %d of %d documents are too short to pair (one sentence): they give "
                        "only random-next examples", where, single, len(kept))
+    how = (f"{labels[0]} as one document" if len(kept) == 1 and documents == "file" else
+           "one per file" if documents == "file" else f"split at blank lines in {where}")
+    same = ": random-next segments come from elsewhere in the same document" * (len(kept) == 1)
+    logger.info("pretraining examples: %d document%s (%s)%s", len(kept),
+                "s" * (len(kept) != 1), how, same)
     stats = dict(documents=len(kept), empty_documents=empty, single_sentence_documents=single,
                  sentences=sum(map(len, kept)), tokens=sum(len(s) for d in kept for s in d))
-    return kept, stats
+    return kept, labels, stats
 
 
 def _to_dataset(instances, specials, max_seq_length, stats) -> datasets.Dataset:
@@ -285,7 +333,7 @@ def _cache_key(texts, tokenizer, params) -> str:
     return digest.hexdigest()
 
 
-def _check_params(max_seq_length, short_seq_prob, dupe_factor, seed, documents):
+def _check_params(max_seq_length, short_seq_prob, dupe_factor, seed, documents, eval_fraction):
     def whole(value, minimum):
         return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
 
@@ -295,6 +343,8 @@ def _check_params(max_seq_length, short_seq_prob, dupe_factor, seed, documents):
              and 0.0 <= short_seq_prob <= 1.0, "a probability in [0, 1]"),
             ("dupe_factor", dupe_factor, whole(dupe_factor, 1), "an integer ≥ 1"),
             ("seed", seed, whole(seed, 0), "an integer ≥ 0"),
-            ("documents", documents, documents in DOCUMENT_MODES, " or ".join(DOCUMENT_MODES))):
+            ("documents", documents, documents in DOCUMENT_MODES, " or ".join(DOCUMENT_MODES)),
+            ("eval_fraction", eval_fraction, isinstance(eval_fraction, (int, float))
+             and 0.0 <= eval_fraction < 1.0, "a fraction in [0, 1)")):
         if not ok:
             raise BertJaxError(f"{name}: expected {expected}, got {value!r}")

@@ -1,5 +1,5 @@
 """The fine-tuning job: a pretrained encoder + a fresh classifier, trained epoch by epoch with
-the shared step loop, scored on validation after each epoch; the best epoch is kept.
+the shared skeleton, scored on validation after each epoch; the best epoch is kept.
 
 WORKDIR gets finetune_config.json and labels.json at start, checkpoints/ (orbax, resumable),
 metrics.jsonl + tensorboard/, epochs.json (validation scores per epoch), model/ (the best
@@ -18,18 +18,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bert_jax.checkpoints import model_dir, paths
+from bert_jax.checkpoints import atomic, model_dir, paths
 from bert_jax.checkpoints.huggingface import save_hf
 from bert_jax.data import batches, classification, tokenizer
 from bert_jax.errors import BertJaxError
 from bert_jax.models import BertForSequenceClassification
-from bert_jax.training import loop, optim, sharding, steps, xla_options
-from bert_jax.training.checkpointer import Checkpointer
+from bert_jax.training import loop, optim, run, sharding, steps
 from bert_jax.training.finetune_config import FinetuneConfig, optimizer_settings
-from bert_jax.training.metric_writer import MetricWriter, parameter_table
+from bert_jax.training.metric_writer import parameter_table
 from bert_jax.training.scores import classification_scores
 
 log = logging.getLogger("bert_jax")
+_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 
 
 def finetune(cfg: FinetuneConfig, workdir: str) -> dict:
@@ -47,9 +47,9 @@ def finetune(cfg: FinetuneConfig, workdir: str) -> dict:
                            f"max_position_embeddings ({config.max_position_embeddings})")
     files = {"train": cfg.train_file, "validation": cfg.validation_file, "test": cfg.test_file}
     splits = classification.load_splits(cfg.dataset, cfg.dataset_config,
-                                             files if not cfg.dataset else None)
+                                        files if not cfg.dataset else None)
     names, data = classification.prepare(splits, tok, cfg.text_column, cfg.text_pair_column,
-                                              cfg.label_column, cfg.max_seq_length)
+                                         cfg.label_column, cfg.max_seq_length)
     if "validation" not in data:
         raise BertJaxError(f"dataset {cfg.dataset}: has no labelled validation split")
     config = config.replace(id2label=names)
@@ -61,86 +61,74 @@ def finetune(cfg: FinetuneConfig, workdir: str) -> dict:
     per_epoch = batches.steps_per_epoch(train, cfg.batch_size)
     total = per_epoch * cfg.epochs
     settings = optimizer_settings(cfg, total)
-    mesh = sharding.make_mesh()
-    model = BertForSequenceClassification(config, jnp.dtype(cfg.dtype), remat=cfg.remat)
-    state = _init_state(model, optim.make_optimizer(settings), cfg, mesh, init_params)
-    del init_params
-    checkpointer = Checkpointer(workdir, cfg.keep_checkpoints, cfg.checkpoint_every)
-    if checkpointer.latest_step() is not None:
-        log.info("resuming from %s/%d", checkpointer.directory, checkpointer.latest_step())
-        state = checkpointer.restore(checkpointer.latest_step(), state)
-    log.info("model %s\n%s", json.dumps(config.to_dict(), sort_keys=True),
-             parameter_table(jax.device_get(state.params)))
-
-    replicated, sharded = sharding.replicated(mesh), sharding.data_sharded(mesh)
     schedule = optim.learning_rate_schedule(settings.learning_rate, settings.warmup_steps, total)
-    step_fn = jax.jit(steps.make_finetune_step(schedule),
-                      in_shardings=(replicated, sharded, replicated),
-                      out_shardings=(replicated, replicated), donate_argnums=(0,),
-                      compiler_options=xla_options.train_step(cfg.remat, cfg.dtype))
-    logits_fn = jax.jit(steps.classification_logits, in_shardings=(replicated, sharded),
-                        out_shardings=replicated, compiler_options=xla_options.forward())
-    key = sharding.replicated_key(cfg.seed, mesh)
-    writer = MetricWriter(workdir, enabled=main)
-    history = _read_json(os.path.join(workdir, "epochs.json"), [])
-    pc, pi = jax.process_count(), jax.process_index()
-    best_params = None
-    try:
-        with loop.StopRequest() as stop:
-            for epoch in range(len(history), cfg.epochs):
-                state = loop.run_steps(
-                    step_fn, state,
-                    lambda s: batches.batch_for_step(train, s, cfg.batch_size, cfg.seed,
-                                                     process_index=pi, process_count=pc),
-                    until=(epoch + 1) * per_epoch, total=total, key=key, mesh=mesh,
-                    writer=writer, checkpointer=checkpointer, stop=stop,
-                    log_every=cfg.log_every, desc=f"finetune epoch {epoch + 1}/{cfg.epochs}",
-                    postfix=("loss", "accuracy"), on_nonfinite=cfg.on_nonfinite)
-                step = int(sharding.fetch(state.step))
-                scores = score(logits_fn, state, data["validation"], cfg.eval_batch_size, mesh)
-                writer.write(step, "validation", scores)
-                log.info("epoch %d validation: %s", epoch + 1, _fmt(scores))
-                if all(scores[cfg.best_metric] > h[cfg.best_metric] for h in history):
-                    best_params = sharding.fetch(state.params)
-                    if main:
-                        model_dir.save_model_dir(os.path.join(workdir, paths.BEST_MODEL), config,
-                                                  best_params, paths.vocab_files(vocab_dir),
-                                                  overwrite=True)
-                history.append(dict(scores, epoch=epoch + 1, step=step))
+    model = BertForSequenceClassification(config, jnp.dtype(cfg.dtype), remat=cfg.remat)
+    with run.run_context(workdir, cfg.seed, cfg.keep_checkpoints, cfg.checkpoint_every) as ctx:
+        state = run.init_state(ctx, model, optim.make_optimizer(settings, schedule),
+                               seq_len=cfg.max_seq_length, seed=cfg.seed,
+                               pretrained=init_params, source=cfg.init)
+        del init_params
+        state = run.restore_latest(ctx, state)
+        log.info("model %s\n%s", json.dumps(config.to_dict(), sort_keys=True),
+                 parameter_table(sharding.fetch(state.params)))
+        step_fn = run.jit_train_step(ctx, steps.make_finetune_step(schedule), cfg.remat,
+                                     cfg.dtype)
+        logits_fn = run.jit_eval(ctx, steps.classification_logits)
+        history = _read_json(os.path.join(workdir, "epochs.json"), [])
+        pc, pi = jax.process_count(), jax.process_index()
+        best_params = None
+        for epoch in range(len(history), cfg.epochs):
+            state = loop.run_steps(
+                ctx, step_fn, state,
+                lambda s: batches.batch_for_step(train, s, cfg.batch_size, cfg.seed,
+                                                 process_index=pi, process_count=pc),
+                until=(epoch + 1) * per_epoch, total=total, log_every=cfg.log_every,
+                desc=f"finetune epoch {epoch + 1}/{cfg.epochs}", postfix=("loss", "accuracy"),
+                on_nonfinite=cfg.on_nonfinite)
+            step = int(sharding.fetch(state.step))
+            scores = score(ctx, logits_fn, state, data["validation"], cfg.eval_batch_size)
+            ctx.writer.write(step, "validation", scores)
+            log.info("epoch %d validation: %s", epoch + 1, _fmt(scores))
+            if all(scores[cfg.best_metric] > h[cfg.best_metric] for h in history):
+                best_params = sharding.fetch(state.params)
                 if main:
-                    _write_json(os.path.join(workdir, "epochs.json"), history)
-                checkpointer.save(step, state, force=checkpointer.latest_step() != step)
-        checkpointer.wait()
+                    model_dir.save_model_dir(os.path.join(workdir, paths.BEST_MODEL), config,
+                                             best_params, paths.vocab_files(vocab_dir),
+                                             overwrite=True)
+            history.append(dict(scores, epoch=epoch + 1, step=step))
+            if main:
+                atomic.write_json(os.path.join(workdir, "epochs.json"), history)
+            ctx.checkpointer.save(step, state, force=ctx.checkpointer.latest_step() != step)
+        ctx.checkpointer.wait()
         if best_params is None:  # every epoch ran before a resume: the best is on disk
             best_params = model_dir.load_model_dir(os.path.join(workdir, paths.BEST_MODEL))[1]
-        result = _final(cfg, workdir, config, names, history, best_params, state, logits_fn,
-                        data, mesh, vocab_dir, main)
-    finally:
-        checkpointer.close()
-        writer.close()
-    return result
+        return _final(ctx, cfg, config, names, history, best_params, state, logits_fn, data,
+                      vocab_dir)
 
 
-def _final(cfg, workdir, config, names, history, best_params, state, logits_fn, data, mesh,
-           vocab_dir, main) -> dict:
+def _final(ctx, cfg, config, names, history, best_params, state, logits_fn, data,
+           vocab_dir) -> dict:
     """Test scores of the best epoch, metrics.json, and the Hugging Face export."""
     best = max(history, key=lambda h: h[cfg.best_metric])  # first of equals, as kept above
     result = {"best_epoch": best["epoch"], "best_metric": cfg.best_metric, "labels": list(names),
               "validation": best, "epochs": history}
     if "test" in data:
-        best_state = state.replace(params=jax.device_put(best_params, sharding.replicated(mesh)))
-        result["test"] = score(logits_fn, best_state, data["test"], cfg.eval_batch_size, mesh)
+        params = jax.device_put(best_params, sharding.replicated(ctx.mesh))
+        result["test"] = score(ctx, logits_fn, state.replace(params=params), data["test"],
+                               cfg.eval_batch_size)
         log.info("test (epoch %d): %s", best["epoch"], _fmt(result["test"]))
-    if main:
-        _write_json(os.path.join(workdir, "metrics.json"), result)
-        save_hf(os.path.join(workdir, paths.EXPORT), config, best_params,
-                        paths.vocab_files(vocab_dir), overwrite=True)
+    if ctx.is_main:
+        atomic.write_json(os.path.join(ctx.workdir, "metrics.json"), result)
+        save_hf(os.path.join(ctx.workdir, paths.EXPORT), config, best_params,
+                paths.vocab_files(vocab_dir), overwrite=True)
     return result
 
 
-def score(logits_fn, state, arrays: dict, batch_size: int, mesh) -> dict[str, float]:
+def score(ctx, logits_fn, state, arrays: dict, batch_size: int) -> dict[str, float]:
     """Loss, accuracy, macro-F1 and MCC over every row of a labelled split."""
-    logits = predict_logits(logits_fn, state, arrays, batch_size, mesh)
+    outputs, rows = run.eval_outputs(ctx, logits_fn, state, {k: arrays[k] for k in _INPUTS},
+                                     batch_size)
+    logits = np.concatenate([out[:n] for out, n in zip(outputs, rows)])  # padding dropped
     labels = arrays["labels"]
     log_probs = logits - np.logaddexp.reduce(logits, axis=-1, keepdims=True)
     scores = classification_scores(labels, logits.argmax(-1), logits.shape[-1])
@@ -149,39 +137,17 @@ def score(logits_fn, state, arrays: dict, batch_size: int, mesh) -> dict[str, fl
     return scores
 
 
-def predict_logits(logits_fn, state, arrays: dict, batch_size: int, mesh) -> np.ndarray:
-    """(N, C) logits of every row; the padded rows of the last batch are dropped."""
-    pc, pi = jax.process_count(), jax.process_index()
-    local = batch_size // pc
-    inputs = {k: arrays[k] for k in ("input_ids", "token_type_ids", "attention_mask")}
-    out = []
-    for host, n in batches.eval_batches(inputs, batch_size):
-        host = {k: v[pi * local:(pi + 1) * local] for k, v in host.items()}
-        out.append(sharding.fetch(logits_fn(state, sharding.global_batch(host, mesh)))[:n])
-    return np.concatenate(out)
-
-
-def _init_state(model, tx, cfg, mesh, init_params):
-    """A fresh classifier (seeded by cfg.seed) on the encoder (and any heads) of cfg.init."""
-    ids = jnp.zeros((1, cfg.max_seq_length), jnp.int32)
-    fresh = jax.jit(lambda k: model.init(k, ids)["params"])(jax.random.key(cfg.seed))
-    params = model_dir.merge_params(init_params, jax.device_get(fresh), cfg.init)
-    params = jax.device_put(params, sharding.replicated(mesh))
-    return jax.jit(lambda p: steps.TrainState.create(apply_fn=model.apply, params=p, tx=tx),
-                   out_shardings=sharding.replicated(mesh))(params)
-
-
 def _check_workdir(workdir, cfg, names, main):
     """A workdir holds one task: refuse to resume a run with another label map."""
     path = os.path.join(workdir, "labels.json")
     saved = _read_json(path, None)
-    if saved is not None and os.path.isdir(os.path.join(workdir, "checkpoints")) \
+    if saved is not None and os.path.isdir(os.path.join(workdir, paths.CHECKPOINTS)) \
             and tuple(saved) != tuple(names):
         raise BertJaxError(f"{workdir}: holds a run with labels {', '.join(saved)}, this data has "
-                           f"{', '.join(names)}; use a new --workdir")
+                           f"{', '.join(names)}; use a new workdir")
     if main:
-        _write_json(path, list(names))
-        _write_json(os.path.join(workdir, "finetune_config.json"), dataclasses.asdict(cfg))
+        atomic.write_json(path, list(names))
+        atomic.write_json(os.path.join(workdir, "finetune_config.json"), dataclasses.asdict(cfg))
 
 
 def _read_json(path, default):
@@ -189,14 +155,6 @@ def _read_json(path, default):
         return default
     with open(path, encoding="utf-8") as f:
         return json.load(f)
-
-
-def _write_json(path, value) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(value, f, indent=2)
-        f.write("\n")
-    os.replace(tmp, path)
 
 
 def _fmt(scores: dict) -> str:

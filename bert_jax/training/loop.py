@@ -1,8 +1,8 @@
 """The step loop shared by pretraining and fine-tuning: batches in, jitted steps, logs, saves.
 
-The caller brings a jitted `step_fn(state, batch, key)` and `batch_for_step(step)` (host numpy,
-this process's rows); the loop owns the progress bar, the logging window, periodic checkpoints
-and SIGTERM / SIGINT (save, then raise Interrupted).
+The caller brings its RunContext, a jitted `step_fn(state, batch, key)` and
+`batch_for_step(step)` (host numpy, this process's rows); the loop owns the progress bar, the
+logging window, periodic checkpoints and SIGTERM / SIGINT (save, then raise Interrupted).
 """
 
 from __future__ import annotations
@@ -50,19 +50,22 @@ class StopRequest:
 MAX_CONSECUTIVE_SKIPS = 100  # with on_nonfinite="skip", a run this broken stops anyway
 
 
-def run_steps(step_fn, state, batch_for_step: Callable[[int], dict], *, until: int, total: int,
-              key, mesh, writer, checkpointer, stop: StopRequest, log_every: int, desc: str,
+def run_steps(ctx, step_fn, state, batch_for_step: Callable[[int], dict], *, until: int,
+              total: int, log_every: int, desc: str,
               summarize: Callable[[dict], dict] = lambda v: v, postfix: tuple = ("loss",),
               after_step: Optional[Callable[[int, object], bool]] = None,
               on_nonfinite: str = "stop"):
     """Step from state.step to `until` (of `total` in the whole run); returns the new state.
 
-    Logs the window's mean metrics every `log_every` steps and at `until` (`summarize` may add
-    derived values); `after_step(step, state)` runs after each step and returns True when it
-    spent time (an evaluation) that must not count against tokens/s. A step whose loss or
-    gradient is NaN/Inf has already skipped its update in-step; `on_nonfinite` says whether the
-    run then stops ("stop", naming the step and the last checkpoint) or goes on ("skip").
+    `ctx` is the job's training.run.RunContext (its key, mesh, writer, checkpointer and stop
+    flag are used). Logs the window's mean metrics every `log_every` steps and at `until`
+    (`summarize` may add derived values); `after_step(step, state)` runs after each step and
+    returns True when it spent time (an evaluation) that must not count against tokens/s. A
+    step whose loss or gradient is NaN/Inf has already skipped its update in-step;
+    `on_nonfinite` says whether the run then stops ("stop", naming the step and the last
+    checkpoint) or goes on ("skip").
     """
+    checkpointer, stop = ctx.checkpointer, ctx.stop
     step = int(sharding.fetch(state.step))
     pc = jax.process_count()
     window, tokens, started, skipped_run = [], 0, time.time(), 0
@@ -72,7 +75,7 @@ def run_steps(step_fn, state, batch_for_step: Callable[[int], dict], *, until: i
         while step < until:
             host = batch_for_step(step)
             tokens += int(host["attention_mask"].sum()) * pc
-            state, metrics = step_fn(state, sharding.global_batch(host, mesh), key)
+            state, metrics = step_fn(state, sharding.global_batch(host, ctx.mesh), ctx.key)
             window.append(metrics)
             step += 1
             bar.update(1)
@@ -82,7 +85,7 @@ def run_steps(step_fn, state, batch_for_step: Callable[[int], dict], *, until: i
                                             skipped_run)
                 values = summarize(window_means(fetched))
                 values["tokens_per_second"] = tokens / (time.time() - started)
-                writer.write(step, "train", values)
+                ctx.writer.write(step, "train", values)
                 bar.set_postfix({k: f"{values[k]:.3f}" for k in postfix},
                                 tok_s=f"{values['tokens_per_second']:.0f}")
                 window, tokens, started = [], 0, time.time()
@@ -112,7 +115,7 @@ def _check_finite(fetched: list, step: int, checkpointer, on_nonfinite: str,
         if on_nonfinite == "stop":
             raise BertJaxError(
                 f"step {first + i}: loss or gradient is NaN/Inf (update skipped); {where}, with "
-                f"a lower learning_rate, or set --config.on_nonfinite=skip")
+                f"a lower learning_rate, or set config.on_nonfinite=skip")
         if skipped_run >= MAX_CONSECUTIVE_SKIPS:
             raise BertJaxError(
                 f"step {first + i}: {skipped_run} updates in a row skipped for NaN/Inf loss or "

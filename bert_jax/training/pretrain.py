@@ -1,8 +1,9 @@
-"""The pretraining loop: sections that each call one helper; all side effects live here.
+"""The pretraining job (MLM + NSP): inputs checked, examples built, then the shared skeleton.
 
-WORKDIR gets: train_config.json and config.json (the model) at start, vocab/ (when trained
+WORKDIR gets: train_config.json and config.json (the model) at start, vocab/ (trained or copied
 here), checkpoints/ (orbax), metrics.jsonl + tensorboard/, and export/ (a Hugging Face
-directory) at the end. Running the same command again resumes from the latest checkpoint.
+BertForPreTraining directory) at the end. Running the same command again resumes from the
+latest checkpoint.
 """
 
 from __future__ import annotations
@@ -17,137 +18,96 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bert_jax.checkpoints import model_dir, paths
+from bert_jax.checkpoints import atomic, model_dir, paths
 from bert_jax.checkpoints.huggingface import save_hf
 from bert_jax.data import batches, masking, text_files, tokenizer
 from bert_jax.data.pretraining_examples import build_pretraining_dataset
 from bert_jax.errors import BertJaxError
 from bert_jax.models import BertConfig, BertForPreTraining
-from bert_jax.training import checkpointer, loop, losses, optim, sharding, steps, xla_options
-from bert_jax.training.metric_writer import MetricWriter, parameter_table
-from bert_jax.training.pretrain_config import PretrainConfig
+from bert_jax.training import loop, losses, optim, pretrain_config, rng, run, sharding, steps
+from bert_jax.training.metric_writer import parameter_table
 
 log = logging.getLogger("bert_jax")
 
 
-def pretrain(cfg: PretrainConfig, workdir: str) -> dict[str, float]:
+def pretrain(cfg: pretrain_config.PretrainConfig, workdir: str) -> dict[str, float]:
     """Pretrain (MLM + NSP) to cfg.steps; returns the final held-out metrics."""
-    main = jax.process_index() == 0
+    cfg = pretrain_config.validate(cfg)  # also when called from Python, not the CLI
     sharding.check_batch_size(cfg.batch_size, cfg.grad_accum_steps)  # before any slow work
     check_inputs(cfg, workdir)
+    main = jax.process_index() == 0
     os.makedirs(workdir, exist_ok=True)
     tok = _tokenizer(cfg, workdir, main)
     config = model_config(cfg, tok.get_vocab_size(with_added_tokens=True))
     _check_workdir(workdir, cfg, config, main)
     train, heldout = _examples(cfg, tok)
 
-    mesh = sharding.make_mesh()
     model = BertForPreTraining(config, jnp.dtype(cfg.dtype), remat=cfg.remat)
-    tx = optim.make_optimizer(cfg)
-    state = _init_state(model, tx, cfg, mesh)
-    checkpointer = checkpointer.Checkpointer(workdir, cfg.keep_checkpoints, cfg.checkpoint_every)
-    state = _restore(checkpointer, state, cfg, mesh)
-    log.info("run %s\nmodel %s\n%s", json.dumps(dataclasses.asdict(cfg), sort_keys=True),
-             json.dumps(config.to_dict(), sort_keys=True),
-             parameter_table(jax.device_get(state.params)))
-
+    schedule = optim.learning_rate_schedule(cfg.learning_rate, cfg.warmup_steps, cfg.steps)
     spec = masking.MaskingSpec.from_tokenizer(tok, cfg.max_predictions_per_seq,
                                               cfg.masked_lm_prob, cfg.whole_word_masking)
     lookup = jnp.asarray(tokenizer.continuation_lookup(tok)) if cfg.whole_word_masking else None
-    schedule = optim.learning_rate_schedule(cfg.learning_rate, cfg.warmup_steps, cfg.steps)
-    replicated, data = sharding.replicated(mesh), sharding.data_sharded(mesh)
-    step_fn = jax.jit(steps.make_pretrain_step(spec, schedule, cfg.grad_accum_steps, lookup),
-                      in_shardings=(replicated, data, replicated),
-                      out_shardings=(replicated, replicated), donate_argnums=(0,),
-                      compiler_options=xla_options.train_step(cfg.remat, cfg.dtype))
-    eval_fn = jax.jit(steps.make_pretrain_eval_step(spec, lookup),
-                      in_shardings=(replicated, data, replicated), out_shardings=replicated,
-                      compiler_options=xla_options.forward())
-    key = sharding.replicated_key(cfg.seed, mesh)
-    eval_keys = _eval_keys(key, heldout, cfg)
-    writer = MetricWriter(workdir, enabled=main)
-    evaluate = lambda s: _evaluate(eval_fn, s, heldout, cfg, mesh, eval_keys, writer)  # noqa
-    try:
+    with run.run_context(workdir, cfg.seed, cfg.keep_checkpoints, cfg.checkpoint_every) as ctx:
+        resuming = ctx.checkpointer.latest_step() is not None
+        pretrained = (model_dir.load_pretrained(cfg.init_from)[1]
+                      if cfg.init_from and not resuming else None)  # a resume never reads it
+        state = run.init_state(ctx, model, optim.make_optimizer(cfg, schedule),
+                               seq_len=cfg.max_seq_length, seed=cfg.seed,
+                               pretrained=pretrained, source=cfg.init_from)
+        del pretrained
+        state = run.restore_latest(ctx, state)
+        log.info("run %s\nmodel %s\n%s", json.dumps(dataclasses.asdict(cfg), sort_keys=True),
+                 json.dumps(config.to_dict(), sort_keys=True),
+                 parameter_table(sharding.fetch(state.params)))
+
+        step_fn = run.jit_train_step(
+            ctx, steps.make_pretrain_step(spec, schedule, cfg.grad_accum_steps, lookup),
+            cfg.remat, cfg.dtype)
+        eval_fn = run.jit_eval(ctx, steps.make_pretrain_eval_step(spec, lookup), takes_key=True)
+        count = run.num_eval_batches(batches.num_examples(heldout), cfg.batch_size,
+                                     cfg.eval_batches)
+        evaluate = functools.partial(_evaluate, ctx, eval_fn, heldout, cfg.batch_size,
+                                     rng.eval_keys(ctx.key, count))
         pc, pi = jax.process_count(), jax.process_index()
-        with loop.StopRequest() as stop:
-            state = loop.run_steps(
-                step_fn, state,
-                lambda s: batches.batch_for_step(train, s, cfg.batch_size, cfg.data_seed,
-                                                 process_index=pi, process_count=pc),
-                until=cfg.steps, total=cfg.steps, key=key, mesh=mesh, writer=writer,
-                checkpointer=checkpointer, stop=stop, log_every=cfg.log_every, desc="pretrain",
-                summarize=_with_loss, postfix=("loss", "mlm_accuracy"),
-                on_nonfinite=cfg.on_nonfinite,
-                after_step=lambda s, st: bool(cfg.eval_every and s % cfg.eval_every == 0
-                                              and s < cfg.steps and evaluate(st) is not None))
+        state = loop.run_steps(
+            ctx, step_fn, state,
+            lambda s: batches.batch_for_step(train, s, cfg.batch_size, cfg.data_seed,
+                                             process_index=pi, process_count=pc),
+            until=cfg.steps, total=cfg.steps, log_every=cfg.log_every, desc="pretrain",
+            summarize=_with_loss, postfix=("loss", "mlm_accuracy"),
+            on_nonfinite=cfg.on_nonfinite,
+            after_step=lambda s, st: bool(cfg.eval_every and s % cfg.eval_every == 0
+                                          and s < cfg.steps and evaluate(st)))
         final = evaluate(state)
-        checkpointer.save(int(state.step), state, force=checkpointer.latest_step() != state.step)
-        checkpointer.wait()
+        step = int(sharding.fetch(state.step))
+        ctx.checkpointer.save(step, state, force=ctx.checkpointer.latest_step() != step)
+        ctx.checkpointer.wait()
         if main:
             _export(workdir, config, state)
-    finally:
-        checkpointer.close()
-        writer.close()
     return final
 
 
-def check_inputs(cfg: PretrainConfig, workdir: str) -> None:
+def check_inputs(cfg: pretrain_config.PretrainConfig, workdir: str) -> None:
     """Read every input the run names before anything is written into the workdir, so a bad
     one leaves an existing workdir exactly as it was (and costs no slow work)."""
     for path in text_files.resolve_files(cfg.train_files):
         text_files.read_text(path)
-    own = os.path.join(workdir, "vocab", "tokenizer.json")
+    own = _own_vocab(workdir)
     source = cfg.vocab or (own if os.path.isfile(own) else "")
     if source:
         vocab_size = tokenizer.load(source).get_vocab_size(with_added_tokens=True)
-    elif cfg.model.endswith(".json") or os.path.sep in cfg.model:  # vocabulary trained later
+    elif _model_is_file(cfg):  # the vocabulary is trained later; its size is the config's
         vocab_size = BertConfig.from_json_file(cfg.model).vocab_size
     else:
         vocab_size = cfg.vocab_size
     _check_workdir(workdir, cfg, model_config(cfg, vocab_size), main=False)  # writes nothing
-    has_checkpoint = paths.latest_checkpoint_step(workdir) is not None
-    if cfg.init_from and not has_checkpoint:  # a resumed run never reads init_from
-        model_dir.load_pretrained(cfg.init_from)
+    if cfg.init_from and paths.latest_checkpoint_step(workdir) is None:
+        model_dir.load_pretrained(cfg.init_from)  # a resumed run never reads init_from
 
 
-def _with_loss(values: dict) -> dict:
-    values["loss"] = values["mlm_loss"] + values["nsp_loss"]
-    return values
-
-
-def _eval_keys(key, heldout, cfg) -> list:
-    """One masking key per held-out batch, made once: the same masks at every evaluation."""
-    n = batches.num_examples(heldout) // cfg.batch_size
-    n = min(n, cfg.eval_batches) if cfg.eval_batches else n
-    eval_key = jax.random.fold_in(key, -1 % 2**31)  # a stream the train steps never use
-    return [jax.random.fold_in(eval_key, i) for i in range(n)]
-
-
-def _evaluate(eval_fn, state, heldout, cfg, mesh, eval_keys, writer) -> dict[str, float]:
-    """Held-out MLM / NSP accuracy and perplexity over len(eval_keys) batches."""
-    if not eval_keys:
-        return {}
-    pc, pi = jax.process_count(), jax.process_index()
-    local = cfg.batch_size // pc
-    per_batch = []
-    for i, batch_key in enumerate(eval_keys):  # dispatched back to back; fetched once below
-        rows = slice(i * cfg.batch_size + pi * local, i * cfg.batch_size + (pi + 1) * local)
-        host = {k: v[rows] for k, v in heldout.items()}
-        per_batch.append(eval_fn(state, sharding.global_batch(host, mesh), batch_key))
-    total = functools.reduce(losses.add, sharding.fetch(per_batch))
-    values = losses.means(total)
-    values["loss"] = values["mlm_loss"] + values["nsp_loss"]
-    values["mlm_perplexity"] = float(np.exp(values["mlm_loss"]))
-    step = int(sharding.fetch(state.step))
-    writer.write(step, "eval", values)
-    log.info("eval step %d: mlm_accuracy %.4f, nsp_accuracy %.4f, perplexity %.2f", step,
-             values["mlm_accuracy"], values["nsp_accuracy"], values["mlm_perplexity"])
-    return values
-
-
-def model_config(cfg: PretrainConfig, vocab_size: int) -> BertConfig:
+def model_config(cfg: pretrain_config.PretrainConfig, vocab_size: int) -> BertConfig:
     """The BertConfig of a run: a preset or a config.json, checked against the vocabulary."""
-    if cfg.model.endswith(".json") or os.path.sep in cfg.model:
+    if _model_is_file(cfg):
         config = BertConfig.from_json_file(cfg.model)
         if config.vocab_size != vocab_size:
             raise BertJaxError(f"{cfg.model}: vocab_size {config.vocab_size} does not match the "
@@ -163,16 +123,25 @@ def model_config(cfg: PretrainConfig, vocab_size: int) -> BertConfig:
     return config
 
 
+def _model_is_file(cfg: pretrain_config.PretrainConfig) -> bool:
+    """config.model names a config.json rather than a preset."""
+    return cfg.model.endswith(".json") or os.path.sep in cfg.model
+
+
+def _own_vocab(workdir: str) -> str:
+    return os.path.join(workdir, paths.VOCAB, "tokenizer.json")
+
+
 def _tokenizer(cfg, workdir, main):
     """cfg.vocab (copied into WORKDIR/vocab), the workdir's own, or a new one trained there."""
-    vocab_dir = os.path.join(workdir, "vocab")
+    vocab_dir = os.path.join(workdir, paths.VOCAB)
     if cfg.vocab:
         tok = tokenizer.load(cfg.vocab)
         if main:
             tokenizer.save(tok, vocab_dir)
         return tok
-    if os.path.isfile(os.path.join(vocab_dir, "tokenizer.json")):
-        return tokenizer.load(os.path.join(vocab_dir, "tokenizer.json"))
+    if os.path.isfile(_own_vocab(workdir)):
+        return tokenizer.load(_own_vocab(workdir))
     if jax.process_count() > 1:
         raise BertJaxError("config.vocab: multi-process runs need a vocabulary; train one first "
                            "with `bert-jax tokenizer`")
@@ -188,71 +157,65 @@ _SHAPE_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attentio
 
 def _check_workdir(workdir, cfg, config, main):
     """A workdir belongs to one model: refuse to resume a checkpoint of another shape."""
-    path = os.path.join(workdir, "config.json")
-    has_checkpoints = os.path.isdir(os.path.join(workdir, paths.CHECKPOINTS))
-    if os.path.isfile(path) and has_checkpoints:
+    path = os.path.join(workdir, paths.CONFIG)
+    if os.path.isfile(path) and os.path.isdir(os.path.join(workdir, paths.CHECKPOINTS)):
         saved = BertConfig.from_json_file(path)
         diff = [f"{name} {getattr(saved, name)} there, {getattr(config, name)} here"
                 for name in _SHAPE_FIELDS if getattr(saved, name) != getattr(config, name)]
         if diff:
             raise BertJaxError(f"{workdir}: holds a checkpoint of a different model "
-                               f"({'; '.join(diff[:3])}); use a new --workdir")
+                               f"({'; '.join(diff[:3])}); use a new workdir")
     if main:
-        config.to_json_file(path, architectures=["BertForPreTraining"])
-        with open(os.path.join(workdir, "train_config.json"), "w", encoding="utf-8") as f:
-            json.dump(dataclasses.asdict(cfg), f, indent=2)
+        with atomic.atomic_file(path) as tmp:
+            config.to_json_file(tmp, architectures=["BertForPreTraining"])
+        atomic.write_json(os.path.join(workdir, "train_config.json"), dataclasses.asdict(cfg))
 
 
 def _examples(cfg, tok):
-    """Cached NSP examples → (train, held-out) numpy columns, split by a seeded permutation."""
+    """Cached NSP examples → (train, held-out) numpy columns; the held-out side is whole
+    documents (or a document's tail) that training never sees."""
     dataset = build_pretraining_dataset(
         cfg.train_files, tok, max_seq_length=cfg.max_seq_length,
         short_seq_prob=cfg.short_seq_prob, dupe_factor=cfg.dupe_factor, seed=cfg.data_seed,
-        documents=cfg.documents, num_proc=1)  # no fork once JAX runs threads; tokenizers'
-    # Rust encoder is multithreaded by itself
-    arrays = batches.as_arrays(dataset)
-    n = batches.num_examples(arrays)
-    order = np.random.default_rng([cfg.data_seed, 1]).permutation(n)
-    n_eval = int(round(n * cfg.eval_fraction))
-    train = {k: v[order[n_eval:]] for k, v in arrays.items()}
-    heldout = {k: v[order[:n_eval]] for k, v in arrays.items()}
-    if batches.num_examples(train) < cfg.batch_size:
-        raise BertJaxError(f"config.train_files: {n - n_eval} training examples are fewer than "
+        documents=cfg.documents, eval_fraction=cfg.eval_fraction,
+        num_proc=1)  # no fork once JAX runs threads; the Rust encoder is multithreaded itself
+    train, heldout = (batches.as_arrays(dataset[split]) for split in ("train", "heldout"))
+    n_train, n_heldout = batches.num_examples(train), batches.num_examples(heldout)
+    if n_train < cfg.batch_size:
+        raise BertJaxError(f"config.train_files: {n_train} training examples are fewer than "
                            f"one batch ({cfg.batch_size}); add text or lower batch_size")
-    log.info("%d training and %d held-out examples of %d tokens", n - n_eval, n_eval,
+    log.info("%d training and %d held-out examples of %d tokens", n_train, n_heldout,
              cfg.max_seq_length)
+    if n_heldout == 0 and cfg.eval_fraction > 0:
+        log.warning("config.eval_fraction %g holds out no examples: nothing is evaluated",
+                    cfg.eval_fraction)
     return train, heldout
 
 
-def _init_state(model, tx, cfg, mesh):
-    """Parameters initialised directly into their replicated sharding."""
-    ids = jnp.zeros((1, cfg.max_seq_length), jnp.int32)
-
-    def init(key):
-        params = model.init(key, ids)["params"]
-        return steps.TrainState.create(apply_fn=model.apply, params=params, tx=tx)
-
-    return jax.jit(init, out_shardings=sharding.replicated(mesh))(
-        jax.random.fold_in(jax.random.key(cfg.seed), 2**31 - 2))
+def _with_loss(values: dict) -> dict:
+    values["loss"] = values["mlm_loss"] + values["nsp_loss"]
+    return values
 
 
-def _restore(checkpointer, state, cfg, mesh):
-    """This run's latest checkpoint > init_from > the fresh init."""
-    latest = checkpointer.latest_step()
-    if latest is not None:
-        log.info("resuming from %s/%d", checkpointer.directory, latest)
-        return checkpointer.restore(latest, state)
-    if cfg.init_from:
-        params = model_dir.init_from(cfg.init_from, jax.device_get(state.params))
-        params = jax.device_put(params, sharding.replicated(mesh))
-        return state.replace(params=params, opt_state=state.tx.init(params))
-    return state
+def _evaluate(ctx, eval_fn, heldout, batch_size, keys, state) -> dict[str, float]:
+    """Held-out MLM / NSP accuracy and perplexity over len(keys) batches (the last one may be
+    partial: its padding rows weigh nothing)."""
+    if not keys:
+        return {}
+    per_batch, _ = run.eval_outputs(ctx, eval_fn, state, heldout, batch_size, keys=keys,
+                                    max_batches=len(keys))
+    values = _with_loss(losses.means(functools.reduce(losses.add, per_batch)))
+    values["mlm_perplexity"] = float(np.exp(values["mlm_loss"]))
+    step = int(sharding.fetch(state.step))
+    ctx.writer.write(step, "eval", values)
+    log.info("eval step %d: mlm_accuracy %.4f, nsp_accuracy %.4f, perplexity %.2f", step,
+             values["mlm_accuracy"], values["nsp_accuracy"], values["mlm_perplexity"])
+    return values
 
 
 def _export(workdir, config, state):
     """A Hugging Face directory (config.json, model.safetensors, vocab) beside the weights."""
-    vocab_dir = os.path.join(workdir, "vocab")
-    vocab_files = [os.path.join(vocab_dir, f) for f in os.listdir(vocab_dir)]
-    save_hf(os.path.join(workdir, "export"), config, sharding.fetch(state.params), vocab_files,
+    export = os.path.join(workdir, paths.EXPORT)
+    save_hf(export, config, sharding.fetch(state.params), paths.vocab_files(workdir),
             overwrite=True)
-    log.info("exported a Hugging Face BertForPreTraining to %s", os.path.join(workdir, "export"))
+    log.info("exported a Hugging Face BertForPreTraining to %s", export)

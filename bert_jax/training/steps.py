@@ -1,7 +1,7 @@
 """Pure steps: (state, batch, key) → (state, metrics). No I/O, no globals; jitted by the caller.
 
-Randomness is `fold_in(key, state.step)`, so a resumed run draws the same masks and dropout as
-an uninterrupted one. Metrics are (sum, denominator) pairs (see losses.py).
+Randomness is the step's stream, rng.step_key(key, state.step), so a resumed run draws the same
+masks and dropout as an uninterrupted one. Metrics are (sum, denominator) pairs (see losses.py).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import optax
 from flax.training import train_state
 
 from bert_jax.data import masking
-from bert_jax.training import losses
+from bert_jax.training import losses, optim, rng
 
 TrainState = train_state.TrainState  # step, params, opt_state; apply_fn and tx are static
 
@@ -55,21 +55,24 @@ def accumulate_gradients(loss_fn: Callable, params, batch: dict, key, k: int):
 
 
 def apply_update(state: TrainState, grads, metrics: dict, schedule: Callable):
-    """One optimiser update, skipped when the loss or gradient is not finite (state kept).
+    """One optimiser update, skipped when the loss or gradient is not finite (state kept, but
+    the schedule's count advances with the step: see optim.skip_update).
 
-    Metrics gain grad_norm, learning_rate and `nonfinite` (1 when the update was skipped).
+    Metrics gain grad_norm, learning_rate (the rate this update applies, read at the
+    schedule's own count) and `nonfinite` (1 when the update was skipped).
     """
     grad_norm = optax.tree.norm(grads)
     finite = jnp.isfinite(grad_norm)
     for total, _ in metrics.values():
         finite &= jnp.isfinite(total)
     # cond, not a where over old and new state: the update then writes in place into the donated
-    # buffers (the where kept new params and moments beside the old: +294 MB at base, slower)
-    new_state = jax.lax.cond(finite, lambda s, g: s.apply_gradients(grads=g),
-                             lambda s, g: s, state, grads)
+    # buffers (the where kept new params and moments beside the old, costing memory and time)
+    new_state = jax.lax.cond(
+        finite, lambda s, g: s.apply_gradients(grads=g),
+        lambda s, g: s.replace(opt_state=optim.skip_update(s.opt_state)), state, grads)
     new_state = new_state.replace(step=state.step + 1)
-    metrics = dict(metrics, grad_norm=(grad_norm, 1.0),
-                   learning_rate=(schedule(state.step), 1.0),
+    learning_rate = schedule(optim.schedule_count(state.opt_state, state.step))
+    metrics = dict(metrics, grad_norm=(grad_norm, 1.0), learning_rate=(learning_rate, 1.0),
                    nonfinite=(1.0 - finite.astype(jnp.float32), 1.0))
     return new_state, metrics
 
@@ -82,7 +85,7 @@ def make_pretrain_step(spec: masking.MaskingSpec, schedule: Callable, grad_accum
     """
 
     def pretrain_step(state: TrainState, batch: dict, key):
-        step_key = jax.random.fold_in(key, state.step)
+        step_key = rng.step_key(key, state.step)
         mask_key, dropout_key = jax.random.split(step_key)
         batch = masking.mask_batch(mask_key, batch, spec, continuation_lookup)
         mlm_total = jnp.maximum(batch["masked_lm_weights"].sum(), 1.0)
@@ -101,13 +104,21 @@ def make_pretrain_step(spec: masking.MaskingSpec, schedule: Callable, grad_accum
 
 
 def pretraining_metrics(apply_fn, params, batch: dict, deterministic: bool, dropout_key=None):
-    """MLM and NSP (sum, denominator) metrics of BertForPreTraining on a masked batch."""
+    """MLM and NSP (sum, denominator) metrics of BertForPreTraining on a masked batch.
+
+    An evaluation batch's `example_weights` (B,) zero the padding rows of its last batch.
+    """
     mlm_logits, nsp_logits = apply_fn(
         {"params": params}, batch["input_ids"], batch["token_type_ids"],
         batch["attention_mask"], batch["masked_lm_positions"], deterministic=deterministic,
         rngs=None if deterministic else {"dropout": dropout_key})
-    metrics = losses.mlm(mlm_logits, batch["masked_lm_ids"], batch["masked_lm_weights"])
-    metrics.update(losses.classification(nsp_logits, batch["next_sentence_labels"], "nsp"))
+    rows = batch.get("example_weights")
+    mlm_weights = batch["masked_lm_weights"]
+    if rows is not None:
+        mlm_weights = mlm_weights * rows[:, None]
+    metrics = losses.mlm(mlm_logits, batch["masked_lm_ids"], mlm_weights)
+    metrics.update(losses.classification(nsp_logits, batch["next_sentence_labels"], "nsp",
+                                         weights=rows))
     return metrics
 
 
@@ -130,7 +141,7 @@ def make_finetune_step(schedule: Callable):
     """
 
     def finetune_step(state: TrainState, batch: dict, key):
-        dropout_key = jax.random.fold_in(key, state.step)
+        dropout_key = rng.step_key(key, state.step)
         total = batch["labels"].shape[0]
 
         def loss_fn(params, batch, key):

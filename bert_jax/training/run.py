@@ -1,0 +1,134 @@
+"""The job skeleton shared by pretraining and fine-tuning.
+
+A job checks its inputs (a refusal writes nothing), then opens a RunContext (mesh, checkpointer,
+metric writer, stop flag, run key, is-main), builds its state with `init_state` (fresh,
+merged with pretrained weights) and `restore_latest` (its own latest checkpoint wins), steps
+with training/loop.run_steps, and scores held-out rows with `eval_outputs`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+from typing import Callable, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh
+
+from bert_jax.checkpoints import model_dir
+from bert_jax.data import batches
+from bert_jax.training import rng, sharding, steps, xla_options
+from bert_jax.training.checkpointer import Checkpointer
+from bert_jax.training.loop import StopRequest
+from bert_jax.training.metric_writer import MetricWriter
+
+log = logging.getLogger("bert_jax")
+
+
+@dataclasses.dataclass
+class RunContext:
+    """What every part of a running job shares."""
+
+    workdir: str
+    mesh: Mesh  # every device of every process, one "data" axis
+    writer: MetricWriter  # metrics.jsonl + TensorBoard (a no-op off process 0)
+    checkpointer: Checkpointer  # WORKDIR/checkpoints
+    stop: StopRequest  # SIGTERM / SIGINT arrived: save and stop after this step
+    key: jax.Array  # the run key, replicated on the mesh; training/rng names its streams
+    is_main: bool  # process 0: the one that writes JSON, the model directories and exports
+
+    def global_batch(self, host: dict) -> dict:
+        """This process's rows → global arrays sharded over the mesh."""
+        return sharding.global_batch(host, self.mesh)
+
+
+@contextlib.contextmanager
+def run_context(workdir: str, seed: int, keep_checkpoints: int, checkpoint_every: int):
+    """A RunContext for `workdir`; its checkpointer finishes pending saves and its writer
+    closes on the way out, whatever happened."""
+    mesh = sharding.make_mesh()
+    is_main = jax.process_index() == 0
+    checkpointer = Checkpointer(workdir, keep_checkpoints, checkpoint_every)
+    writer = MetricWriter(workdir, enabled=is_main)
+    try:
+        with StopRequest() as stop:
+            yield RunContext(workdir, mesh, writer, checkpointer, stop,
+                             sharding.replicated_key(seed, mesh), is_main)
+    finally:
+        try:
+            checkpointer.close()
+        finally:
+            writer.close()
+
+
+def init_state(ctx: RunContext, model, tx, *, seq_len: int, seed: int,
+               pretrained: Optional[dict] = None, source: str = "") -> steps.TrainState:
+    """The one state initialiser: parameters from rng.init_key(seed), made directly in their
+    replicated sharding; every group `pretrained` (read from `source`) has replaces its fresh
+    init (a pretrained encoder under a fresh head); then the optimiser state."""
+    replicated = sharding.replicated(ctx.mesh)
+    ids = jnp.zeros((1, seq_len), jnp.int32)
+    params = jax.jit(lambda key: model.init(key, ids)["params"],
+                     out_shardings=replicated)(rng.init_key(seed))
+    if pretrained is not None:
+        merged = model_dir.merge_params(pretrained, sharding.fetch(params), source)
+        params = jax.device_put(merged, replicated)
+    create = lambda p: steps.TrainState.create(apply_fn=model.apply, params=p, tx=tx)  # noqa
+    return jax.jit(create, out_shardings=replicated)(params)
+
+
+def restore_latest(ctx: RunContext, state):
+    """The run's latest complete checkpoint, shaped and sharded like `state`, if there is one."""
+    latest = ctx.checkpointer.latest_step()
+    if latest is None:
+        return state
+    log.info("resuming from %s/%d", ctx.checkpointer.directory, latest)
+    return ctx.checkpointer.restore(latest, state)
+
+
+def jit_train_step(ctx: RunContext, step_fn: Callable, remat: bool, dtype: str):
+    """step_fn(state, batch, key) jitted: state and key replicated, batch split over the mesh,
+    the old state's buffers donated to the new one."""
+    r, d = sharding.replicated(ctx.mesh), sharding.data_sharded(ctx.mesh)
+    return jax.jit(step_fn, in_shardings=(r, d, r), out_shardings=(r, r), donate_argnums=(0,),
+                   compiler_options=xla_options.train_step(remat, dtype))
+
+
+def jit_eval(ctx: RunContext, fn: Callable, takes_key: bool = False):
+    """fn(state, batch[, key]) jitted for evaluation: a forward pass, its result replicated."""
+    r, d = sharding.replicated(ctx.mesh), sharding.data_sharded(ctx.mesh)
+    return jax.jit(fn, in_shardings=(r, d, r) if takes_key else (r, d), out_shardings=r,
+                   compiler_options=xla_options.forward())
+
+
+def num_eval_batches(rows: int, batch_size: int, limit: int = 0) -> int:
+    """Batches that cover `rows` (the last one partial), at most `limit` when it is set."""
+    count = -(-rows // batch_size)
+    return min(count, limit) if limit else count
+
+
+def eval_outputs(ctx: RunContext, fn: Callable, state, arrays: dict, batch_size: int,
+                 keys: Optional[list] = None, max_batches: int = 0) -> tuple[list, list]:
+    """fn(state, batch[, keys[i]]) over every row of `arrays` (or its first `max_batches`
+    batches) in batches of the global `batch_size`.
+
+    The last batch is padded by repeating its final row, so shapes never change, and each batch
+    carries `example_weights` (B,), 0.0 on padding, for metrics that sum over rows. Batches are
+    dispatched back to back and fetched once. Returns (per-batch outputs as numpy, real rows
+    per batch): drop the padding of a per-row output with `output[:rows]`.
+    """
+    pc, pi = jax.process_count(), jax.process_index()
+    local = batch_size // pc
+    outputs, rows = [], []
+    for i, (batch, n) in enumerate(batches.eval_batches(arrays, batch_size)):
+        if max_batches and i >= max_batches:
+            break
+        batch["example_weights"] = (np.arange(batch_size) < n).astype(np.float32)
+        host = {k: v[pi * local:(pi + 1) * local] for k, v in batch.items()}
+        args = (state, ctx.global_batch(host)) + ((keys[i],) if keys is not None else ())
+        outputs.append(fn(*args))
+        rows.append(n)
+    return sharding.fetch(outputs), rows
