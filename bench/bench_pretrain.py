@@ -106,7 +106,7 @@ class Ours:
         model = BertForPreTraining(config, jnp.dtype(dtype), remat=remat)
         tx = optim.make_optimizer(cfg)
 
-        def init(key):  # params and optimiser state in one jit, as trainer._init_state
+        def init(key):  # params and optimiser state in jit, as training/run.init_state
             params = model.init(key, batch["input_ids"][:1])["params"]
             return train_step.TrainState.create(apply_fn=model.apply, params=params, tx=tx)
 
@@ -219,7 +219,7 @@ def _memory_child(size: str, which: str, args) -> None:
     import torch  # noqa: F401
     import transformers  # noqa: F401
 
-    from bert_jax import train_step  # noqa: F401
+    from bert_jax.training import steps  # noqa: F401
     from bert_jax.models.config import BertConfig
     with open("/proc/self/clear_refs", "w") as f:  # reset the peak: a forked child inherits
         f.write("5")                                # its parent's, so ru_maxrss would mislead

@@ -20,7 +20,7 @@ import numpy as np
 from flax import traverse_util
 
 from bert_jax.checkpoints.atomic import atomic_directory
-from bert_jax.checkpoints.paths import SAFETENSORS, SAFETENSORS_INDEX, TORCH_BIN
+from bert_jax.checkpoints.paths import CONFIG, SAFETENSORS, SAFETENSORS_INDEX, TORCH_BIN
 from bert_jax.errors import BertJaxError
 from bert_jax.models.config import BertConfig
 from bert_jax.models.encoder import BertModel, Pooler
@@ -165,7 +165,7 @@ def load_hf(path: str) -> tuple[BertConfig, dict]:
     """
     if not os.path.isdir(path):
         raise BertJaxError(f"{path}: {missing_dir_reason(path)}")
-    config = BertConfig.from_json_file(os.path.join(path, "config.json"))
+    config = BertConfig.from_json_file(os.path.join(path, CONFIG))
     state = read_state_dict(path)
     weights = os.path.join(path, "<weights>")
     for old, new in _ALIASES:
@@ -280,7 +280,7 @@ def save_hf(path: str, config: BertConfig, params, vocab_files=(), overwrite=Fal
     from safetensors.numpy import save_file
     architecture, state = to_state_dict(config, params)
     with atomic_directory(path, overwrite) as tmp:
-        config.to_json_file(os.path.join(tmp, "config.json"), architectures=[architecture])
+        config.to_json_file(os.path.join(tmp, CONFIG), architectures=[architecture])
         save_file(state, os.path.join(tmp, SAFETENSORS), metadata={"format": "pt"})
         copy_vocab_files(vocab_files, tmp)
     return architecture

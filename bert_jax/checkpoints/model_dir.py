@@ -26,7 +26,7 @@ def save_model_dir(path: str, config: BertConfig, params, vocab_files=(), overwr
     architecture, _ = to_state_dict(config, params)  # validates groups and every shape first
     params = jax.tree.map(np.asarray, params)
     with atomic_directory(path, overwrite) as tmp:
-        config.to_json_file(os.path.join(tmp, "config.json"), architectures=[architecture])
+        config.to_json_file(os.path.join(tmp, paths.CONFIG), architectures=[architecture])
         with ocp.StandardCheckpointer() as checkpointer:
             checkpointer.save(os.path.join(tmp, paths.PARAMS), params)
             checkpointer.wait_until_finished()
@@ -35,7 +35,7 @@ def save_model_dir(path: str, config: BertConfig, params, vocab_files=(), overwr
 
 def load_model_dir(path: str) -> tuple[BertConfig, dict]:
     import orbax.checkpoint as ocp
-    config = BertConfig.from_json_file(os.path.join(path, "config.json"))
+    config = BertConfig.from_json_file(os.path.join(path, paths.CONFIG))
     params_path = os.path.abspath(os.path.join(path, paths.PARAMS))
     try:
         with ocp.StandardCheckpointer() as checkpointer:

@@ -7,8 +7,8 @@ max_seq_length - 3 loses tokens from the front or back of its longer segment. On
 difference: the target length is drawn per pair, not once per document, since a book-sized
 document (one per file) would otherwise be all-short or all-long; and a chunk of sentences is
 closed only once it holds two, so that B is the real continuation 50% of the time (the original
-forces a random B whenever one sentence already fills the target: 53% random on the bundled
-Austen corpus at length 128). Masking is not done here: it is dynamic, in the train step
+forces a random B whenever one sentence already fills the target, tilting the share toward
+random; docs/fidelity.md has the figure). Masking is not done here: it is dynamic, in the train step
 (data/masking.py).
 
 The held-out split is by document, before pairs are made (data.heldout.split_heldout), and pairs

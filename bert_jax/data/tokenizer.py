@@ -59,20 +59,32 @@ def train_tokenizer(files: Union[str, list[str]], vocab_size: int, out_dir: str,
 
 def save(tokenizer: Tokenizer, out_dir: str) -> list[str]:
     """Write tokenizer.json, vocab.txt and a tokenizer_config.json (so transformers can load
-    `out_dir` too); returns the paths written."""
+    `out_dir` too); returns the paths written. Each file replaces its old copy in one rename: a
+    run killed mid-write (a resumed pretraining rewrites its vocabulary) leaves a readable one."""
     os.makedirs(out_dir, exist_ok=True)
     lowercase = bool(getattr(tokenizer.normalizer, "lowercase", False))
-    tokenizer.save(os.path.join(out_dir, "tokenizer.json"))
     vocab = sorted(tokenizer.get_vocab().items(), key=lambda kv: kv[1])
-    with open(os.path.join(out_dir, "vocab.txt"), "w", encoding="utf-8") as f:
-        f.writelines(token + "\n" for token, _ in vocab)
-    with open(os.path.join(out_dir, "tokenizer_config.json"), "w", encoding="utf-8") as f:
-        json.dump({"tokenizer_class": "BertTokenizer", "do_lower_case": lowercase,
-                   "strip_accents": None, "tokenize_chinese_chars": True,
-                   "model_max_length": 512, "unk_token": "[UNK]", "sep_token": "[SEP]",
-                   "pad_token": "[PAD]", "cls_token": "[CLS]", "mask_token": "[MASK]"}, f, indent=2)
-    return [os.path.join(out_dir, n) for n in ("tokenizer.json", "vocab.txt",
-                                               "tokenizer_config.json")]
+    config = {"tokenizer_class": "BertTokenizer", "do_lower_case": lowercase,
+              "strip_accents": None, "tokenize_chinese_chars": True, "model_max_length": 512,
+              "unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]",
+              "cls_token": "[CLS]", "mask_token": "[MASK]"}
+    writers = {"tokenizer.json": tokenizer.save,
+               "vocab.txt": lambda path: _write_text(path, "".join(t + "\n" for t, _ in vocab)),
+               "tokenizer_config.json": lambda path: _write_text(path, json.dumps(config,
+                                                                                  indent=2))}
+    paths = []
+    for name, write in writers.items():
+        path = os.path.join(out_dir, name)
+        tmp = os.path.join(out_dir, f".{name}.tmp-{os.getpid()}")
+        write(tmp)
+        os.replace(tmp, path)
+        paths.append(path)
+    return paths
+
+
+def _write_text(path: str, text: str) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
 
 
 def load(path: str, lowercase: Optional[bool] = None) -> Tokenizer:

@@ -14,11 +14,10 @@ def train_step(remat: bool, dtype="float32") -> dict:
     """On CPU, with remat or a low-precision dtype: XLA's memory-optimised scheduler.
 
     With remat, the default schedule runs the recomputation early, so the recomputed activations
-    live about as long as the ones remat dropped (BERT-base, seq 512: 8.8 GB peak without remat,
-    5.9 GB with remat and this scheduler). In bfloat16 the default schedule keeps float32
-    copies made for the weight-gradient matmuls alive together (BERT-base: 1174 MB of XLA
-    temporaries, 858 MB with this scheduler; 998 MB in float32). Not for plain float32: there
-    it costs 2% of step time for 190 MB less.
+    live about as long as the ones remat dropped and remat saves next to nothing. In bfloat16
+    the default schedule keeps the float32 copies made for the weight-gradient matmuls alive
+    together. Not for plain float32: there it saves a little memory for a slower step.
+    (Figures: bench/RESULTS.md.)
     """
     if (remat or jnp.dtype(dtype) != jnp.float32) and jax.default_backend() == "cpu":
         return {"xla_cpu_scheduler_type": "CPU_SCHEDULER_TYPE_MEMORY_OPTIMIZED"}
@@ -28,9 +27,9 @@ def train_step(remat: bool, dtype="float32") -> dict:
 def forward() -> dict:
     """For forward-only functions (eval, predict, embed) on CPU: YNNPACK for single matmuls
     only. By default XLA:CPU also hands YNNPACK whole matmul + LayerNorm + GELU graphs, for which
-    it materialises every broadcast constant at full size: 43% / 22% / 10% slower forward at
-    tiny / mini / small, equal at base. The train step is faster with the default (9% at base),
-    so this is for forward passes only."""
+    it materialises every broadcast constant at full size: a slower forward at small sizes, no
+    faster at base. The train step is faster with the default, so this is for forward passes
+    only. (Figures: bench/RESULTS.md.)"""
     if jax.default_backend() == "cpu":
         return {"xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"}
     return {}
