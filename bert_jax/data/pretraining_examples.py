@@ -8,8 +8,8 @@ difference: the target length is drawn per pair, not once per document, since a 
 document (one per file) would otherwise be all-short or all-long; and a chunk of sentences is
 closed only once it holds two, so that B is the real continuation 50% of the time (the original
 forces a random B whenever one sentence already fills the target, tilting the share toward
-random; docs/fidelity.md has the figure). Masking is not done here: it is dynamic, in the train step
-(data/masking.py).
+random; docs/fidelity.md has the figure). Masking is not done here: it is dynamic, in the train
+step (data/masking.py).
 
 The held-out split is by document, before pairs are made (data.heldout.split_heldout), and pairs
 are made on each side separately: no held-out example shares a sentence, nor a random-next
@@ -37,11 +37,11 @@ import pyarrow as pa
 from tokenizers import Tokenizer
 from tqdm.auto import tqdm
 
-from bert_jax.errors import BertJaxError
 from bert_jax.data.heldout import split_heldout
 from bert_jax.data.sentences import split_sentences
 from bert_jax.data.text_files import read_text, resolve_files
 from bert_jax.data.tokenizer import special_token_ids
+from bert_jax.errors import BertJaxError
 
 logger = logging.getLogger(__name__)
 

@@ -49,8 +49,8 @@ class Checkpointer:
 
     def restore(self, step: int, state):
         """The checkpoint at `step`, shaped and sharded like `state`."""
-        target = jax.tree.map(
-            lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), state_tree(state))
+        target = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding),
+                              state_tree(state))
         try:
             tree = self.manager.restore(step, args=ocp.args.StandardRestore(target))
         except ValueError as e:  # a tree or shape mismatch with the model being trained
