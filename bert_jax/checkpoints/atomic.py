@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import json
 import logging
 import os
 import shutil
@@ -139,7 +140,6 @@ def atomic_file(path: str):
 def write_json(path: str, value) -> None:
     """`value` as indented JSON, replacing `path` in one rename: a reader (or a resumed run)
     never sees half a file."""
-    import json
     with atomic_file(path) as tmp:
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(value, f, indent=2)

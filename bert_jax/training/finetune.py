@@ -93,7 +93,7 @@ def finetune(cfg: FinetuneConfig, workdir: str) -> dict:
                 best_params = sharding.fetch(state.params)
                 if main:
                     model_dir.save_model_dir(os.path.join(workdir, paths.BEST_MODEL), config,
-                                             best_params, paths.vocab_files(vocab_dir),
+                                             best_params, paths.vocab_files(cfg.init),
                                              overwrite=True)
             history.append(dict(scores, epoch=epoch + 1, step=step))
             if main:
@@ -102,12 +102,10 @@ def finetune(cfg: FinetuneConfig, workdir: str) -> dict:
         ctx.checkpointer.wait()
         if best_params is None:  # every epoch ran before a resume: the best is on disk
             best_params = model_dir.load_model_dir(os.path.join(workdir, paths.BEST_MODEL))[1]
-        return _final(ctx, cfg, config, names, history, best_params, state, logits_fn, data,
-                      vocab_dir)
+        return _final(ctx, cfg, config, names, history, best_params, state, logits_fn, data)
 
 
-def _final(ctx, cfg, config, names, history, best_params, state, logits_fn, data,
-           vocab_dir) -> dict:
+def _final(ctx, cfg, config, names, history, best_params, state, logits_fn, data) -> dict:
     """Test scores of the best epoch, metrics.json, and the Hugging Face export."""
     best = max(history, key=lambda h: h[cfg.best_metric])  # first of equals, as kept above
     result = {"best_epoch": best["epoch"], "best_metric": cfg.best_metric, "labels": list(names),
@@ -120,7 +118,7 @@ def _final(ctx, cfg, config, names, history, best_params, state, logits_fn, data
     if ctx.is_main:
         atomic.write_json(os.path.join(ctx.workdir, "metrics.json"), result)
         save_hf(os.path.join(ctx.workdir, paths.EXPORT), config, best_params,
-                paths.vocab_files(vocab_dir), overwrite=True)
+                paths.vocab_files(cfg.init), overwrite=True)
     return result
 
 

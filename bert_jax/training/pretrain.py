@@ -34,7 +34,7 @@ def pretrain(cfg: pretrain_config.PretrainConfig, workdir: str) -> dict[str, flo
     """Pretrain (MLM + NSP) to cfg.steps; returns the final held-out metrics."""
     cfg = pretrain_config.validate(cfg)  # also when called from Python, not the CLI
     sharding.check_batch_size(cfg.batch_size, cfg.grad_accum_steps)  # before any slow work
-    check_inputs(cfg, workdir)
+    pretrained = check_inputs(cfg, workdir)  # init_from's params, read once (None: none)
     main = jax.process_index() == 0
     os.makedirs(workdir, exist_ok=True)
     tok = _tokenizer(cfg, workdir, main)
@@ -48,9 +48,6 @@ def pretrain(cfg: pretrain_config.PretrainConfig, workdir: str) -> dict[str, flo
                                               cfg.masked_lm_prob, cfg.whole_word_masking)
     lookup = jnp.asarray(tokenizer.continuation_lookup(tok)) if cfg.whole_word_masking else None
     with run.run_context(workdir, cfg.seed, cfg.keep_checkpoints, cfg.checkpoint_every) as ctx:
-        resuming = ctx.checkpointer.latest_step() is not None
-        pretrained = (model_dir.load_pretrained(cfg.init_from)[1]
-                      if cfg.init_from and not resuming else None)  # a resume never reads it
         state = run.init_state(ctx, model, optim.make_optimizer(cfg, schedule),
                                seq_len=cfg.max_seq_length, seed=cfg.seed,
                                pretrained=pretrained, source=cfg.init_from)
@@ -87,9 +84,11 @@ def pretrain(cfg: pretrain_config.PretrainConfig, workdir: str) -> dict[str, flo
     return final
 
 
-def check_inputs(cfg: pretrain_config.PretrainConfig, workdir: str) -> None:
+def check_inputs(cfg: pretrain_config.PretrainConfig, workdir: str):
     """Read every input the run names before anything is written into the workdir, so a bad
-    one leaves an existing workdir exactly as it was (and costs no slow work)."""
+    one leaves an existing workdir exactly as it was (and costs no slow work). Returns the
+    params of cfg.init_from, or None when there is none or the run resumes (it never reads
+    init_from then)."""
     for path in text_files.resolve_files(cfg.train_files):
         text_files.read_text(path)
     own = _own_vocab(workdir)
@@ -102,7 +101,8 @@ def check_inputs(cfg: pretrain_config.PretrainConfig, workdir: str) -> None:
         vocab_size = cfg.vocab_size
     _check_workdir(workdir, cfg, model_config(cfg, vocab_size), main=False)  # writes nothing
     if cfg.init_from and paths.latest_checkpoint_step(workdir) is None:
-        model_dir.load_pretrained(cfg.init_from)  # a resumed run never reads init_from
+        return model_dir.load_pretrained(cfg.init_from)[1]
+    return None
 
 
 def model_config(cfg: pretrain_config.PretrainConfig, vocab_size: int) -> BertConfig:
