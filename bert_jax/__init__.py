@@ -2,12 +2,39 @@
 
 Subpackages, lowest layer first (a module imports only from its own layer and those below):
 models/ops → models → data → checkpoints → training → inference → cli.
+
+The names below load on first use (PEP 562), so that `bert_jax.data` alone — in a data
+preparation worker process, say — does not import JAX.
 """
 
-from bert_jax.checkpoints.model_dir import load_pretrained
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
 from bert_jax.errors import BertJaxError
-from bert_jax.models import (BertConfig, BertForMaskedLM, BertForPreTraining,
-                             BertForSequenceClassification, BertModel, MlmHead, NspHead)
+
+_LAZY = {"load_pretrained": "bert_jax.checkpoints.model_dir",
+         **{name: "bert_jax.models" for name in (
+             "BertConfig", "BertModel", "BertForPreTraining", "BertForMaskedLM",
+             "BertForSequenceClassification", "MlmHead", "NspHead")}}
 
 __all__ = ["BertConfig", "BertJaxError", "BertModel", "BertForPreTraining", "BertForMaskedLM",
            "BertForSequenceClassification", "MlmHead", "NspHead", "load_pretrained"]
+
+if TYPE_CHECKING:  # for readers and type checkers: what the lazy names are
+    from bert_jax.checkpoints.model_dir import load_pretrained  # noqa: F401
+    from bert_jax.models import (BertConfig, BertForMaskedLM, BertForPreTraining,  # noqa: F401
+                                 BertForSequenceClassification, BertModel, MlmHead, NspHead)
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'bert_jax' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -1,4 +1,8 @@
-"""Paper phase 1: BERT-base, sequence length 128, batch 256, 1e-4, 10k warmup (900k steps)."""
+"""Paper phase 1: BERT-base, sequence length 128, batch 256, 1e-4, 10k warmup (900k steps).
+
+No dupe_factor: sentence pairs are redrawn every epoch, the original's 10 static passes without
+ten copies on disk.
+"""
 
 from bert_jax.training.pretrain_config import PretrainConfig
 
@@ -11,7 +15,6 @@ def get_config() -> PretrainConfig:
         vocab_size=30522,  # as the released uncased vocabulary
         max_seq_length=128,  # phase 1: 90% of the steps at length 128
         max_predictions_per_seq=20,
-        dupe_factor=10,  # the original's static pairs, 10 passes
         eval_fraction=0.005,
         batch_size=256,
         steps=900_000,  # 90% of the paper's 1M steps; phase 2 does the last 100k

@@ -11,7 +11,6 @@ def get_config() -> PretrainConfig:
         vocab_size=8192,  # small corpus, small vocabulary: fewer rare, untrainable pieces
         max_seq_length=128,  # paper phase 1 length
         max_predictions_per_seq=20,  # 15% of 128, as the original
-        dupe_factor=1,  # one pass of pair creation; masking is redrawn every step anyway
         eval_fraction=0.02,  # 2% of the sentences, held out by document: one novel's tail
         batch_size=32,
         steps=3000,

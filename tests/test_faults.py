@@ -150,3 +150,41 @@ def test_full_disk_during_a_save_fails_loudly_and_keeps_the_last_checkpoint(
     assert f"resuming from {tmp_path / 'checkpoints'}/10\n" in err
     assert half_written(tmp_path) == []
     assert_same_params(tmp_path, reference[0])
+
+
+def test_a_sharded_prepared_set_trains_as_raw_text_and_resumes_exactly_after_a_kill(
+        pretrain_setup, reference, tmp_path):
+    """`bert-jax prepare` in 3 shards (one job per shard, as on 3 machines), then pretraining on
+    the set, killed once and rerun, ends bit-identical to the reference run on the raw text."""
+    import sys
+
+    from conftest import ROOT
+    base, overrides = pretrain_setup
+    prepared = tmp_path / "prepared"
+    flags = [o for o in overrides if o.startswith(("--config.vocab", "--config.train_files"))]
+    for shard in (2, 0, 1):  # any order; the last job writes the manifest
+        done = subprocess.run(
+            [sys.executable, "-m", "bert_jax.cli", "prepare", "--config",
+             "configs/pretrain_tiny.py", "--out", str(prepared), "--shard", str(shard),
+             "--num-shards", "3", *flags], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert ("prepared set complete" in done.stdout) == (shard == 1), done.stdout
+    assert sorted(os.listdir(prepared)) == ["manifest.json", "shard-00000-of-00003",
+                                            "shard-00001-of-00003", "shard-00002-of-00003",
+                                            "vocab"]
+    on_set = [o for o in overrides if not o.startswith("--config.train_files")]
+    on_set.append(f"--config.train_files={prepared}")
+    workdir = tmp_path / "run"
+    proc = train(workdir, [*on_set, *RUN], wait=False)
+    deadline = time.time() + 180
+    while not complete_steps(workdir) or complete_steps(workdir)[-1] < 10:
+        assert proc.poll() is None and time.time() < deadline, proc.communicate()[1]
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate()
+    latest = complete_steps(workdir)[-1]
+    assert latest < 60
+    code, _, err = train(workdir, [*on_set, *RUN])
+    assert code == 0, err
+    assert f"resuming from {workdir / 'checkpoints'}/{latest}\n" in err
+    assert_same_params(workdir, reference[0])

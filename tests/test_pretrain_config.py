@@ -1,7 +1,12 @@
-"""PretrainConfig.validate: a warm-up longer than the run is shortened to it, with a warning."""
+"""PretrainConfig.validate: a warm-up longer than the run is shortened to it, with a warning;
+the objective, data preparation fields and the obsolete dupe_factor."""
 
+import glob
 import logging
 
+import pytest
+
+from bert_jax.errors import BertJaxError
 from bert_jax.training import pretrain_config
 from bert_jax.training.pretrain_config import PretrainConfig
 
@@ -26,3 +31,51 @@ def test_a_warmup_within_the_run_is_kept_silently(caplog):
             cfg = pretrain_config.validate(PretrainConfig(steps=steps, warmup_steps=warmup))
             assert (cfg.steps, cfg.warmup_steps) == (steps, warmup)
     assert caplog.records == []
+
+
+def test_new_fields_default_to_the_papers_run_on_train_files():
+    cfg = pretrain_config.validate(PretrainConfig())
+    assert (cfg.objective, cfg.text_field, cfg.train_dataset, cfg.train_dataset_config,
+            cfg.train_dataset_split, cfg.prepare_workers, cfg.dupe_factor) == (
+        "mlm+nsp", "text", "", "", "train", 0, 1)
+    assert pretrain_config.validate(PretrainConfig(objective="mlm")).objective == "mlm"
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"objective": "nsp"}, "config.objective: expected mlm+nsp or mlm, got 'nsp'"),
+    ({"objective": "MLM"}, "config.objective: expected mlm+nsp or mlm, got 'MLM'"),
+    ({"prepare_workers": -1}, "config.prepare_workers: expected an integer ≥ 0, got -1"),
+    ({"prepare_workers": 2.0}, "config.prepare_workers: expected int, got 2.0"),
+    ({"text_field": ""}, "config.text_field: expected a non-empty field name, got ''"),
+    ({"text_field": None}, "config.text_field: expected str, got None"),
+    ({"train_dataset": 3}, "config.train_dataset: expected str, got 3"),
+])
+def test_bad_new_fields_are_refused_by_name(changes, message):
+    with pytest.raises(BertJaxError) as e:
+        pretrain_config.validate(PretrainConfig(**changes))
+    assert str(e.value) == message
+
+
+def test_new_fields_parse_from_overrides():
+    cfg = pretrain_config.load_config("configs/pretrain_tiny.py", [
+        "objective=mlm", "prepare_workers=3", "train_dataset=wikitext",
+        "train_dataset_config=wikitext-2-raw-v1", "text_field=body"])
+    assert (cfg.objective, cfg.prepare_workers, cfg.train_dataset, cfg.train_dataset_config,
+            cfg.text_field) == ("mlm", 3, "wikitext", "wikitext-2-raw-v1", "body")
+
+
+def test_an_obsolete_dupe_factor_warns_once_and_is_ignored(caplog):
+    with caplog.at_level(logging.WARNING, logger="bert_jax"):
+        cfg = pretrain_config.validate(PretrainConfig(dupe_factor=10))
+        again = pretrain_config.validate(cfg)  # pretrain() validates a loaded config again
+    assert cfg.dupe_factor == again.dupe_factor == 1
+    assert [r.getMessage() for r in caplog.records] == [
+        "config.dupe_factor: 10 is ignored (set to 1): pairs are redrawn every epoch from "
+        "(data_seed, epoch), which is the original's dupe_factor without multiplying the disk"]
+
+
+def test_no_shipped_config_sets_dupe_factor(caplog):
+    with caplog.at_level(logging.WARNING, logger="bert_jax"):
+        for path in sorted(glob.glob("configs/pretrain_*.py")):
+            pretrain_config.load_config(path)
+    assert not any("dupe_factor" in r.getMessage() for r in caplog.records)

@@ -9,6 +9,8 @@ wrapped: step 1 runs (and compiles) as usual, steps 2–6, two log steps among t
 raise. On CPU a jax.Array already lives in host memory, so the guard cannot see device → host
 reads: those are caught here by recording every read of an array's value that does not come
 from `jax.device_get`.
+
+Also: each log's padding_share, from batches of known padding.
 """
 
 import logging
@@ -17,12 +19,13 @@ import traceback
 
 import jax
 import numpy as np
+import optax
 import pytest
 from jax._src import array as jax_array
 from jax._src import config as jax_config
 from jax.sharding import NamedSharding
 
-from bert_jax.training import loop
+from bert_jax.training import loop, sharding, steps
 from bert_jax.data import tokenizer
 from bert_jax.training import pretrain as trainer
 from bert_jax.models.config import BertConfig
@@ -137,3 +140,51 @@ def test_step_arguments_already_live_on_the_mesh(run):
     # one device hides it: an argument on a single device (an uncommitted jax.random.key) is
     # copied to every device of an N-device mesh at every step
     assert run["off_mesh"] == []
+
+
+class _Writer:
+    def __init__(self):
+        self.records = []
+
+    def write(self, step, split, values):
+        self.records.append((step, split, dict(values)))
+
+
+class _Checkpointer:
+    directory = "nowhere"
+
+    def save(self, step, state, force=False):
+        pass
+
+    def latest_step(self):
+        return None
+
+
+def test_each_log_holds_its_windows_padding_share():
+    """Steps 0, 1, 2 pad 8, 16 and 0 of their 4 × 8 positions; logs every 2 steps and at 3."""
+    padded = (8, 16, 0)
+
+    def batch_for_step(step):
+        mask = np.ones((4, 8), np.int32)
+        mask.reshape(-1)[32 - padded[step]:] = 0  # padding at the ends of the last rows
+        return {"attention_mask": mask}
+
+    def step_fn(state, batch, key):
+        real = batch["attention_mask"].sum().astype(np.float32)
+        return state.replace(step=state.step + 1), {"real": (real, 1.0),
+                                                    "nonfinite": (np.float32(0.0), 1.0)}
+
+    mesh = sharding.make_mesh()
+    ctx = type("Ctx", (), {"mesh": mesh, "key": sharding.replicated_key(0, mesh),
+                           "writer": _Writer(), "checkpointer": _Checkpointer(),
+                           "stop": type("Stop", (), {"signum": None})()})()
+    state = steps.TrainState.create(apply_fn=None, params={}, tx=optax.identity())
+    state = loop.run_steps(ctx, jax.jit(step_fn), state, batch_for_step, until=3, total=3,
+                           log_every=2, desc="test", postfix=("real",))
+    assert int(sharding.fetch(state.step)) == 3
+    assert [(step, split) for step, split, _ in ctx.writer.records] == [(2, "train"),
+                                                                      (3, "train")]
+    first, last = (values for _, _, values in ctx.writer.records)
+    assert first["padding_share"] == pytest.approx(24 / 64) and last["padding_share"] == 0.0
+    assert (first["real"], last["real"]) == (20.0, 32.0)  # the step saw that very mask
+    assert first["tokens_per_second"] > 0

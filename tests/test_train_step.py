@@ -4,12 +4,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import pytest
 
-from bert_jax.training import optim
+from bert_jax.training import losses, optim
 from bert_jax.training import steps as train_step
 from bert_jax.models.config import BertConfig
 from bert_jax.models.task_models import BertForPreTraining
 from bert_jax.data.masking import MaskingSpec
+from bert_jax.errors import BertJaxError
 from bert_jax.training.pretrain_config import PretrainConfig
 
 CONFIG = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
@@ -187,3 +189,88 @@ def test_remat_gives_the_same_gradients():
     assert n_remat > n_plain
     for a, b in zip(jax.tree.leaves(g_plain), jax.tree.leaves(g_remat)):
         np.testing.assert_allclose(a, b, atol=1e-6, rtol=1e-6)
+
+
+def _loss_and_grads(monkeypatch, objective, batch):
+    """One unjitted pretrain step with the step's own loss_fn spied on: (loss, metrics, grads)
+    of its first micro-batch (the whole batch, k = 1), and the step's returned metrics."""
+    seen = {}
+    real = train_step.accumulate_gradients
+
+    def spy(loss_fn, params, micro, key, k):
+        (seen["loss"], seen["metrics"]), seen["grads"] = jax.value_and_grad(
+            loss_fn, has_aux=True)(params, micro, jax.random.fold_in(key, 0))
+        return real(loss_fn, params, micro, key, k)
+
+    monkeypatch.setattr(train_step, "accumulate_gradients", spy)
+    cfg = PretrainConfig(learning_rate=1e-3, warmup_steps=0, steps=10)
+    step = train_step.make_pretrain_step(SPEC, optim.learning_rate_schedule(1e-3, 0, 10),
+                                         objective=objective)
+    _, metrics = step(_state(cfg), jax.tree.map(jnp.asarray, batch), jax.random.key(5))
+    return seen, metrics
+
+
+def test_mlm_objective_is_the_mlm_loss_alone_and_leaves_the_nsp_head_alone(monkeypatch):
+    batch = make_batch()
+    del batch["next_sentence_labels"]  # a packed "mlm" batch has none
+    seen, metrics = _loss_and_grads(monkeypatch, "mlm", batch)
+    mlm_sum, mlm_total = (float(x) for x in seen["metrics"]["mlm_loss"])
+    assert mlm_total >= 8  # every row has masked positions
+    np.testing.assert_allclose(float(seen["loss"]), mlm_sum / mlm_total, rtol=1e-6)
+    nsp_head = seen["grads"]["seq_relationship"]
+    assert all(np.all(np.asarray(g) == 0) for g in jax.tree.leaves(nsp_head))
+    assert np.any(np.asarray(seen["grads"]["predictions"]["bias"]) != 0)
+    assert not any(name.startswith("nsp") for name in list(seen["metrics"]) + list(metrics))
+    assert {"mlm_loss", "mlm_accuracy", "grad_norm"} <= set(metrics)
+
+
+def test_mlm_nsp_objective_adds_the_nsp_loss(monkeypatch):
+    seen, metrics = _loss_and_grads(monkeypatch, "mlm+nsp", make_batch())
+    m = {k: float(v[0]) / float(v[1]) for k, v in seen["metrics"].items()}
+    np.testing.assert_allclose(float(seen["loss"]), m["mlm_loss"] + m["nsp_loss"], rtol=1e-6)
+    assert np.any(np.asarray(seen["grads"]["seq_relationship"]["kernel"]) != 0)
+    assert {"nsp_loss", "nsp_accuracy"} <= set(metrics)
+
+
+def test_mlm_objective_under_jit_keeps_the_nsp_head_params():
+    """Without weight decay a zero gradient moves nothing: Adam's step is 0 / (0 + eps)."""
+    cfg = PretrainConfig(learning_rate=1e-2, warmup_steps=0, steps=10, weight_decay=0.0)
+    state = _state(cfg)
+    batch = make_batch()
+    del batch["next_sentence_labels"]
+    step = jax.jit(train_step.make_pretrain_step(
+        SPEC, optim.learning_rate_schedule(1e-2, 0, 10), grad_accum_steps=2, objective="mlm"))
+    new, metrics = step(state, batch, jax.random.key(0))
+    for a, b in zip(jax.tree.leaves(state.params["seq_relationship"]),
+                    jax.tree.leaves(new.params["seq_relationship"])):
+        np.testing.assert_array_equal(a, b)
+    bias = state.params["predictions"]["bias"], new.params["predictions"]["bias"]
+    assert not np.array_equal(*bias)  # the MLM head did learn
+    assert float(metrics["nonfinite"][0]) == 0 and "nsp_loss" not in metrics
+
+
+def test_mlm_eval_step_has_no_nsp_metrics():
+    cfg = PretrainConfig(learning_rate=1e-3, warmup_steps=0, steps=10)
+    state, batch = _state(cfg), jax.tree.map(jnp.asarray, make_batch())
+    labels = batch.pop("next_sentence_labels")
+    mlm = train_step.make_pretrain_eval_step(SPEC, objective="mlm")(state, batch,
+                                                                     jax.random.key(0))
+    both = train_step.make_pretrain_eval_step(SPEC)(
+        state, dict(batch, next_sentence_labels=labels), jax.random.key(0))
+    assert set(mlm) == {"mlm_loss", "mlm_accuracy"}
+    assert set(both) == {"mlm_loss", "mlm_accuracy", "nsp_loss", "nsp_accuracy"}
+    np.testing.assert_allclose(mlm["mlm_loss"], both["mlm_loss"], rtol=1e-6)  # same masks
+
+
+def test_an_unknown_objective_is_refused():
+    schedule = optim.learning_rate_schedule(1e-3, 0, 10)
+    with pytest.raises(BertJaxError, match="objective: expected mlm\\+nsp or mlm, got 'nsp'"):
+        train_step.make_pretrain_step(SPEC, schedule, objective="nsp")
+    with pytest.raises(BertJaxError, match="objective: expected mlm\\+nsp or mlm"):
+        train_step.make_pretrain_eval_step(SPEC, objective="MLM")
+
+
+def test_total_loss_adds_nsp_only_when_there_is_one():
+    assert losses.total_loss({"mlm_loss": 2.5, "nsp_loss": 0.5})["loss"] == 3.0
+    values = {"mlm_loss": 2.5, "mlm_accuracy": 0.1}
+    assert losses.total_loss(values) is values and values["loss"] == 2.5

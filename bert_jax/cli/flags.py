@@ -67,13 +67,14 @@ def split_overrides(argv: list[str]) -> tuple[list[str], list[str]]:
     return rest, overrides
 
 
-OVERRIDABLE = ("pretrain", "finetune")  # the commands that take --config.FIELD=VALUE
+OVERRIDABLE = ("pretrain", "prepare", "finetune")  # the commands that take --config.FIELD=VALUE
 _MULTIHOST = {"coordinator_address": "--coordinator-address", "num_processes": "--num-processes",
               "process_id": "--process-id", "initialization_timeout": "--initialization-timeout"}
 
 # library parameter → the flag that sets it, per command: errors name parameters; users see flags
 PARAMETER_FLAGS = {
     "pretrain": _MULTIHOST,
+    "prepare": {"shard": "--shard", "num_shards": "--num-shards", "workers": "--workers"},
     "finetune": {**_MULTIHOST, "config.init": "--init DIR", "config.train_file": "--train FILE",
                  "config.validation_file": "--validation FILE",
                  "config.dataset": "--dataset NAME"},

@@ -22,6 +22,22 @@ def add_parsers(sub) -> None:
     flags.add_multihost(p)
     p.set_defaults(run=pretrain)
 
+    p = sub.add_parser(
+        "prepare", help="prepare pretraining data (tokenised sentences) in shards",
+        description="Streams the config's train_files (text, .gz, jsonl, parquet) or "
+                    "train_dataset into DIR with bounded memory. Job I of N takes sources I, "
+                    "I+N, …: run the N jobs anywhere (a Slurm array, GNU parallel); the last to "
+                    "finish writes DIR/manifest.json, then pretrain with "
+                    "--config.train_files=DIR. Overrides: --config.FIELD=VALUE.")
+    flags.add_common(p)
+    p.add_argument("--config", default="configs/pretrain_tiny.py", help="Python config file")
+    p.add_argument("--out", required=True, help="the prepared set's directory")
+    p.add_argument("--shard", type=int, default=0, help="this job's shard, 0 … N-1")
+    p.add_argument("--num-shards", type=int, default=1, help="N, the number of jobs")
+    p.add_argument("--workers", type=int, default=None,
+                   help="tokenising processes (default config.prepare_workers; 0 = here)")
+    p.set_defaults(run=prepare)
+
     p = sub.add_parser("finetune", help="fine-tune a pretrained BERT for text classification",
                        description="Flags override the --config file; --config.FIELD=VALUE any "
                                    "field (see bert_jax/training/finetune_config.py)")
@@ -82,6 +98,7 @@ def _run_job(command: str, job):
 def pretrain(args) -> int:
     from bert_jax.training import pretrain_config
     from bert_jax.training.pretrain import pretrain as run_pretraining
+    from bert_jax.training.pretrain import summary
     flags.initialize_distributed(args)
     cfg = pretrain_config.load_config(args.config, args.overrides)
     name = os.path.splitext(os.path.basename(args.config))[0].removeprefix("pretrain_")
@@ -91,10 +108,31 @@ def pretrain(args) -> int:
     if code:
         return code
     if final:
-        print(f"done: {cfg.steps} steps in {workdir}; held-out MLM accuracy "
-              f"{final['mlm_accuracy']:.4f}, NSP accuracy {final['nsp_accuracy']:.4f}, "
-              f"perplexity {final['mlm_perplexity']:.2f}; Hugging Face export in "
-              f"{os.path.join(workdir, 'export')}")
+        print(f"done: {cfg.steps} steps in {workdir}; held-out {summary(final)}; Hugging Face "
+              f"export in {os.path.join(workdir, 'export')}")
+    return 0
+
+
+def prepare(args) -> int:
+    from bert_jax.data import tokenizer
+    from bert_jax.training import pretrain_config, pretrain_data
+    cfg = pretrain_config.load_config(args.config, args.overrides)
+    if args.workers is not None:
+        cfg = cfg.replace(prepare_workers=args.workers)
+    if not cfg.vocab:
+        raise BertJaxError("config.vocab: prepare needs the run's vocabulary (vocab.txt or "
+                           "tokenizer.json); train one with `bert-jax tokenizer`")
+    logging.getLogger("bert_jax").setLevel(logging.INFO)
+    manifest = pretrain_data.prepare_shard(cfg, tokenizer.load(cfg.vocab), args.out,
+                                           args.shard, args.num_shards)
+    if manifest is None:
+        print(f"shard {args.shard} of {args.num_shards} prepared in {args.out}; the set is "
+              f"complete when every shard is")
+    else:
+        print(f"prepared set complete: {args.out} ({manifest['documents']:,} documents, "
+              f"{manifest['sentences']:,} sentences, {manifest['tokens']:,} tokens in "
+              f"{manifest['num_shards']} shard(s)); pretrain with "
+              f"--config.train_files={args.out}")
     return 0
 
 

@@ -85,7 +85,7 @@ def batch_for_step(data: Data, step: int, batch_size: int, seed: int, *, process
                    process_count: int = 1) -> dict[str, np.ndarray]:
     """The (slice of the) global batch for `step`: every column, rows in permutation order.
 
-    `data` is a Dataset of fixed-length, padded examples (build_pretraining_dataset) or the
+    `data` is a Dataset of fixed-length, padded examples (classification data) or the
     dict from `as_arrays`. Integer columns come back as int32: (B/P, L) sequences, (B/P,) labels.
     """
     indices = batch_indices(num_examples(data), step, batch_size, seed, process_index,

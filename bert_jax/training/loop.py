@@ -63,18 +63,20 @@ def run_steps(ctx, step_fn, state, batch_for_step: Callable[[int], dict], *, unt
     returns True when it spent time (an evaluation) that must not count against tokens/s. A
     step whose loss or gradient is NaN/Inf has already skipped its update in-step;
     `on_nonfinite` says whether the run then stops ("stop", naming the step and the last
-    checkpoint) or goes on ("skip").
+    checkpoint) or goes on ("skip"). Each log also holds tokens_per_second (non-padding tokens)
+    and padding_share (the window's padding positions / all its positions, every process's).
     """
     checkpointer, stop = ctx.checkpointer, ctx.stop
     step = int(sharding.fetch(state.step))
     pc = jax.process_count()
-    window, tokens, started, skipped_run = [], 0, time.time(), 0
+    window, tokens, positions, started, skipped_run = [], 0, 0, time.time(), 0
     bar = tqdm(total=total, initial=step, desc=desc, disable=jax.process_index() != 0,
                dynamic_ncols=True)
     try:  # the bar ends before any error is printed, so the error has its own line
         while step < until:
             host = batch_for_step(step)
             tokens += int(host["attention_mask"].sum()) * pc
+            positions += host["attention_mask"].size * pc
             state, metrics = step_fn(state, sharding.global_batch(host, ctx.mesh), ctx.key)
             window.append(metrics)
             step += 1
@@ -85,10 +87,12 @@ def run_steps(ctx, step_fn, state, batch_for_step: Callable[[int], dict], *, unt
                                             skipped_run)
                 values = summarize(window_means(fetched))
                 values["tokens_per_second"] = tokens / (time.time() - started)
+                values["padding_share"] = 1.0 - tokens / positions
                 ctx.writer.write(step, "train", values)
                 bar.set_postfix({k: f"{values[k]:.3f}" for k in postfix},
-                                tok_s=f"{values['tokens_per_second']:.0f}")
-                window, tokens, started = [], 0, time.time()
+                                tok_s=f"{values['tokens_per_second']:.0f}",
+                                pad=f"{values['padding_share']:.2f}")
+                window, tokens, positions, started = [], 0, 0, time.time()
             if after_step is not None and after_step(step, state) and not window:
                 started = time.time()  # keep evaluation time out of the next window's tokens/s
             checkpointer.save(step, state)

@@ -34,6 +34,14 @@ def classification(logits, labels, prefix: str, weights=None) -> dict[str, tuple
             f"{prefix}_accuracy": ((correct * weights).sum(), n)}
 
 
+def total_loss(values: dict) -> dict:
+    """Host side: `values` (means) with "loss" = mlm_loss + nsp_loss, the sum the pretraining
+    step minimises; mlm_loss alone when there is no nsp_loss (objective "mlm"). Returns `values`.
+    """
+    values["loss"] = values["mlm_loss"] + values.get("nsp_loss", 0.0)
+    return values
+
+
 def add(a: dict, b: dict) -> dict:
     """Metric dicts of (sum, denominator) added elementwise."""
     return {k: (a[k][0] + b[k][0], a[k][1] + b[k][1]) for k in a}

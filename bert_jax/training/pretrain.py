@@ -1,4 +1,5 @@
-"""The pretraining job (MLM + NSP): inputs checked, examples built, then the shared skeleton.
+"""The pretraining job (MLM + NSP, or packed MLM): inputs checked, data prepared (or read
+prepared), then the shared skeleton.
 
 WORKDIR gets: train_config.json and config.json (the model) at start, vocab/ (trained or copied
 here), checkpoints/ (orbax), metrics.jsonl + tensorboard/, and export/ (a Hugging Face
@@ -20,18 +21,18 @@ import numpy as np
 
 from bert_jax.checkpoints import atomic, model_dir, paths
 from bert_jax.checkpoints.huggingface import save_hf
-from bert_jax.data import batches, masking, text_files, tokenizer
-from bert_jax.data.pretraining_examples import build_pretraining_dataset
+from bert_jax.data import masking, tokenizer
 from bert_jax.errors import BertJaxError
 from bert_jax.models import BertConfig, BertForPreTraining
-from bert_jax.training import loop, losses, optim, pretrain_config, rng, run, sharding, steps
+from bert_jax.training import (loop, losses, optim, pretrain_config, pretrain_data, rng, run,
+                               sharding, steps)
 from bert_jax.training.metric_writer import parameter_table
 
 log = logging.getLogger("bert_jax")
 
 
 def pretrain(cfg: pretrain_config.PretrainConfig, workdir: str) -> dict[str, float]:
-    """Pretrain (MLM + NSP) to cfg.steps; returns the final held-out metrics."""
+    """Pretrain to cfg.steps; returns the final held-out metrics."""
     cfg = pretrain_config.validate(cfg)  # also when called from Python, not the CLI
     sharding.check_batch_size(cfg.batch_size, cfg.grad_accum_steps)  # before any slow work
     pretrained = check_inputs(cfg, workdir)  # init_from's params, read once (None: none)
@@ -39,8 +40,8 @@ def pretrain(cfg: pretrain_config.PretrainConfig, workdir: str) -> dict[str, flo
     os.makedirs(workdir, exist_ok=True)
     tok = _tokenizer(cfg, workdir, main)
     config = model_config(cfg, tok.get_vocab_size(with_added_tokens=True))
+    data, heldout = _examples(cfg, tok)
     _check_workdir(workdir, cfg, config, main)
-    train, heldout = _examples(cfg, tok)
 
     model = BertForPreTraining(config, jnp.dtype(cfg.dtype), remat=cfg.remat)
     schedule = optim.learning_rate_schedule(cfg.learning_rate, cfg.warmup_steps, cfg.steps)
@@ -58,20 +59,20 @@ def pretrain(cfg: pretrain_config.PretrainConfig, workdir: str) -> dict[str, flo
                  parameter_table(sharding.fetch(state.params)))
 
         step_fn = run.jit_train_step(
-            ctx, steps.make_pretrain_step(spec, schedule, cfg.grad_accum_steps, lookup),
-            cfg.remat, cfg.dtype)
-        eval_fn = run.jit_eval(ctx, steps.make_pretrain_eval_step(spec, lookup), takes_key=True)
-        count = run.num_eval_batches(batches.num_examples(heldout), cfg.batch_size,
+            ctx, steps.make_pretrain_step(spec, schedule, cfg.grad_accum_steps, lookup,
+                                          cfg.objective), cfg.remat, cfg.dtype)
+        eval_fn = run.jit_eval(ctx, steps.make_pretrain_eval_step(spec, lookup, cfg.objective),
+                               takes_key=True)
+        count = run.num_eval_batches(len(heldout["input_ids"]), cfg.batch_size,
                                      cfg.eval_batches)
         evaluate = functools.partial(_evaluate, ctx, eval_fn, heldout, cfg.batch_size,
                                      rng.eval_keys(ctx.key, count))
         pc, pi = jax.process_count(), jax.process_index()
         state = loop.run_steps(
             ctx, step_fn, state,
-            lambda s: batches.batch_for_step(train, s, cfg.batch_size, cfg.data_seed,
-                                             process_index=pi, process_count=pc),
+            lambda s: data.train_batch(s, cfg.batch_size, pi, pc),
             until=cfg.steps, total=cfg.steps, log_every=cfg.log_every, desc="pretrain",
-            summarize=_with_loss, postfix=("loss", "mlm_accuracy"),
+            summarize=losses.total_loss, postfix=("loss", "mlm_accuracy"),
             on_nonfinite=cfg.on_nonfinite,
             after_step=lambda s, st: bool(cfg.eval_every and s % cfg.eval_every == 0
                                           and s < cfg.steps and evaluate(st)))
@@ -89,10 +90,9 @@ def check_inputs(cfg: pretrain_config.PretrainConfig, workdir: str):
     one leaves an existing workdir exactly as it was (and costs no slow work). Returns the
     params of cfg.init_from, or None when there is none or the run resumes (it never reads
     init_from then)."""
-    for path in text_files.resolve_files(cfg.train_files):
-        text_files.read_text(path)
+    pretrain_data.check(cfg)
     own = _own_vocab(workdir)
-    source = cfg.vocab or (own if os.path.isfile(own) else "")
+    source = cfg.vocab or (own if os.path.isfile(own) else "") or pretrain_data.vocab_of_set(cfg)
     if source:
         vocab_size = tokenizer.load(source).get_vocab_size(with_added_tokens=True)
     elif _model_is_file(cfg):  # the vocabulary is trained later; its size is the config's
@@ -133,10 +133,12 @@ def _own_vocab(workdir: str) -> str:
 
 
 def _tokenizer(cfg, workdir, main):
-    """cfg.vocab (copied into WORKDIR/vocab), the workdir's own, or a new one trained there."""
+    """cfg.vocab or a prepared set's (copied into WORKDIR/vocab), the workdir's own, or a new
+    one trained there."""
     vocab_dir = os.path.join(workdir, paths.VOCAB)
-    if cfg.vocab:
-        tok = tokenizer.load(cfg.vocab)
+    given = cfg.vocab or pretrain_data.vocab_of_set(cfg)
+    if given:
+        tok = tokenizer.load(given)
         if main:
             tokenizer.save(tok, vocab_dir)
         return tok
@@ -172,29 +174,21 @@ def _check_workdir(workdir, cfg, config, main):
 
 
 def _examples(cfg, tok):
-    """Cached NSP examples → (train, held-out) numpy columns; the held-out side is whole
-    documents (or a document's tail) that training never sees."""
-    dataset = build_pretraining_dataset(
-        cfg.train_files, tok, max_seq_length=cfg.max_seq_length,
-        short_seq_prob=cfg.short_seq_prob, dupe_factor=cfg.dupe_factor, seed=cfg.data_seed,
-        documents=cfg.documents, eval_fraction=cfg.eval_fraction,
-        num_proc=1)  # no fork once JAX runs threads; the Rust encoder is multithreaded itself
-    train, heldout = (batches.as_arrays(dataset[split]) for split in ("train", "heldout"))
-    n_train, n_heldout = batches.num_examples(train), batches.num_examples(heldout)
-    if n_train < cfg.batch_size:
-        raise BertJaxError(f"config.train_files: {n_train} training examples are fewer than "
+    """The run's data (prepared now, or read prepared) and its held-out rows: whole documents
+    (or a document's tail) that training never sees, fixed for the run."""
+    data = pretrain_data.open_data(cfg, tok)
+    rows = data.epoch_rows(0)
+    if rows < cfg.batch_size:
+        raise BertJaxError(f"config.train_files: {rows} training examples are fewer than "
                            f"one batch ({cfg.batch_size}); add text or lower batch_size")
-    log.info("%d training and %d held-out examples of %d tokens", n_train, n_heldout,
+    heldout = data.heldout(cfg.eval_batches * cfg.batch_size)
+    log.info("%d training examples in epoch 0 (%s, redrawn every epoch) and %d held-out "
+             "examples of %d tokens", rows, cfg.objective, len(heldout["input_ids"]),
              cfg.max_seq_length)
-    if n_heldout == 0 and cfg.eval_fraction > 0:
+    if not len(heldout["input_ids"]) and cfg.eval_fraction > 0:
         log.warning("config.eval_fraction %g holds out no examples: nothing is evaluated",
                     cfg.eval_fraction)
-    return train, heldout
-
-
-def _with_loss(values: dict) -> dict:
-    values["loss"] = values["mlm_loss"] + values["nsp_loss"]
-    return values
+    return data, heldout
 
 
 def _evaluate(ctx, eval_fn, heldout, batch_size, keys, state) -> dict[str, float]:
@@ -204,13 +198,20 @@ def _evaluate(ctx, eval_fn, heldout, batch_size, keys, state) -> dict[str, float
         return {}
     per_batch, _ = run.eval_outputs(ctx, eval_fn, state, heldout, batch_size, keys=keys,
                                     max_batches=len(keys))
-    values = _with_loss(losses.means(functools.reduce(losses.add, per_batch)))
+    values = losses.total_loss(losses.means(functools.reduce(losses.add, per_batch)))
     values["mlm_perplexity"] = float(np.exp(values["mlm_loss"]))
     step = int(sharding.fetch(state.step))
     ctx.writer.write(step, "eval", values)
-    log.info("eval step %d: mlm_accuracy %.4f, nsp_accuracy %.4f, perplexity %.2f", step,
-             values["mlm_accuracy"], values["nsp_accuracy"], values["mlm_perplexity"])
+    log.info("eval step %d: %s", step, summary(values))
     return values
+
+
+def summary(values: dict) -> str:
+    """Held-out MLM accuracy, NSP accuracy (with the NSP objective) and perplexity."""
+    parts = [f"MLM accuracy {values['mlm_accuracy']:.4f}"]
+    if "nsp_accuracy" in values:
+        parts.append(f"NSP accuracy {values['nsp_accuracy']:.4f}")
+    return ", ".join(parts + [f"perplexity {values['mlm_perplexity']:.2f}"])
 
 
 def _export(workdir, config, state):

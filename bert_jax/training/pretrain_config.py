@@ -28,9 +28,16 @@ class PretrainConfig:
     dtype: str = "float32"  # computation dtype: float32 | bfloat16 (params stay float32)
     remat: bool = False  # recompute each layer in the backward pass: less memory, more time
     dropout: Optional[float] = None  # hidden and attention dropout; None keeps the model's (0.1)
+    objective: str = "mlm+nsp"  # mlm+nsp: sentence pairs, MLM + NSP | mlm: packed rows, MLM only
     # data
     train_files: str = "data/austen/*.txt"  # glob of UTF-8 text files, one document per file
     documents: str = "file"  # "file": one document a file; "blank_line": split at blank lines
+    sentence_per_line: bool = False  # text files hold one sentence a line (the original's format)
+    text_field: str = "text"  # the text field of jsonl / parquet files and of train_dataset
+    train_dataset: str = ""  # a `datasets` hub name or local dir, streamed instead of train_files
+    train_dataset_config: str = ""  # train_dataset's configuration name ("" = its default)
+    train_dataset_split: str = "train"  # train_dataset's split
+    prepare_workers: int = 0  # tokenising worker processes for data preparation (0 = CPU count)
     vocab: str = ""  # vocab.txt / tokenizer.json; "" trains one into WORKDIR/vocab
     vocab_size: int = 8192  # size of the vocabulary trained when `vocab` is ""
     lowercase: bool = True  # uncased model (lowercase + strip accents) for a trained vocab
@@ -39,7 +46,7 @@ class PretrainConfig:
     masked_lm_prob: float = 0.15  # fraction of real tokens chosen for MLM
     whole_word_masking: bool = False  # choose all pieces of a word together
     short_seq_prob: float = 0.1  # chance of a shorter target length, as the original
-    dupe_factor: int = 1  # passes over the corpus with different pairs
+    dupe_factor: int = 1  # obsolete, ignored: pairs are redrawn every epoch (old files set it)
     eval_fraction: float = 0.02  # share of sentences held out, by document (or a document's tail)
     data_seed: int = 0  # seeds pair creation, the held-out split and the batch order
     # optimisation
@@ -67,10 +74,11 @@ class PretrainConfig:
         return dataclasses.replace(self, **changes)
 
 
-_POSITIVE = ("vocab_size", "max_seq_length", "max_predictions_per_seq", "dupe_factor",
-             "batch_size", "grad_accum_steps", "steps", "log_every", "checkpoint_every",
-             "keep_checkpoints")
-_NON_NEGATIVE = ("warmup_steps", "data_seed", "seed", "eval_every", "eval_batches")
+_POSITIVE = ("vocab_size", "max_seq_length", "max_predictions_per_seq", "batch_size",
+             "grad_accum_steps", "steps", "log_every", "checkpoint_every", "keep_checkpoints")
+_NON_NEGATIVE = ("warmup_steps", "data_seed", "seed", "eval_every", "eval_batches",
+                 "prepare_workers")
+OBJECTIVES = ("mlm+nsp", "mlm")
 _CHOICES = {"dtype": ("float32", "bfloat16"), "optimizer": ("adamw", "lamb"),
             "documents": ("file", "blank_line"), "on_nonfinite": NONFINITE_POLICIES}
 
@@ -82,6 +90,15 @@ def validate(cfg: PretrainConfig) -> PretrainConfig:
                  fractions=("masked_lm_prob", "short_seq_prob", "eval_fraction")
                  + (("dropout",) if cfg.dropout is not None else ()),
                  positive=("learning_rate", "adam_eps", "max_grad_norm"))
+    if cfg.objective not in OBJECTIVES:
+        raise BertJaxError(f"config.objective: expected mlm+nsp or mlm, got {cfg.objective!r}")
+    if not cfg.text_field:
+        raise BertJaxError("config.text_field: expected a non-empty field name, got ''")
+    if cfg.dupe_factor != 1:  # reset to 1, so validating the result again warns no more
+        log.warning("config.dupe_factor: %d is ignored (set to 1): pairs are redrawn every "
+                    "epoch from (data_seed, epoch), which is the original's dupe_factor "
+                    "without multiplying the disk", cfg.dupe_factor)
+        cfg = cfg.replace(dupe_factor=1)
     if cfg.warmup_steps > cfg.steps:  # a short smoke run of any config: warm up over all of it
         log.warning("config.warmup_steps: %d is more than config.steps (%d); warming up over "
                     "all %d steps", cfg.warmup_steps, cfg.steps, cfg.steps)

@@ -14,7 +14,9 @@ import optax
 from flax.training import train_state
 
 from bert_jax.data import masking
+from bert_jax.errors import BertJaxError
 from bert_jax.training import losses, optim, rng
+from bert_jax.training.pretrain_config import OBJECTIVES
 
 TrainState = train_state.TrainState  # step, params, opt_state; apply_fn and tx are static
 
@@ -78,22 +80,28 @@ def apply_update(state: TrainState, grads, metrics: dict, schedule: Callable):
 
 
 def make_pretrain_step(spec: masking.MaskingSpec, schedule: Callable, grad_accum_steps: int = 1,
-                       continuation_lookup: Optional[jax.Array] = None):
-    """pretrain_step(state, batch, key): mask inside the step, MLM + NSP loss, one update.
+                       continuation_lookup: Optional[jax.Array] = None,
+                       objective: str = "mlm+nsp"):
+    """pretrain_step(state, batch, key): mask inside the step, the objective's loss, one update.
 
-    `batch`: input_ids, token_type_ids, attention_mask (B, L), next_sentence_labels (B,).
+    `batch`: input_ids, token_type_ids, attention_mask (B, L), and for "mlm+nsp"
+    next_sentence_labels (B,). With "mlm" the loss is MLM alone: the model still computes NSP
+    logits, but its NSP head gets no gradient.
     """
+    nsp = _uses_nsp(objective)
 
     def pretrain_step(state: TrainState, batch: dict, key):
         step_key = rng.step_key(key, state.step)
         mask_key, dropout_key = jax.random.split(step_key)
         batch = masking.mask_batch(mask_key, batch, spec, continuation_lookup)
         mlm_total = jnp.maximum(batch["masked_lm_weights"].sum(), 1.0)
-        nsp_total = batch["next_sentence_labels"].shape[0]
+        nsp_total = batch["input_ids"].shape[0]
 
         def loss_fn(params, micro, key):
-            metrics = pretraining_metrics(state.apply_fn, params, micro, False, key)
-            loss = metrics["mlm_loss"][0] / mlm_total + metrics["nsp_loss"][0] / nsp_total
+            metrics = pretraining_metrics(state.apply_fn, params, micro, False, key, nsp=nsp)
+            loss = metrics["mlm_loss"][0] / mlm_total
+            if nsp:
+                loss = loss + metrics["nsp_loss"][0] / nsp_total
             return loss, metrics
 
         grads, metrics = accumulate_gradients(loss_fn, state.params, batch, dropout_key,
@@ -103,8 +111,17 @@ def make_pretrain_step(spec: masking.MaskingSpec, schedule: Callable, grad_accum
     return pretrain_step
 
 
-def pretraining_metrics(apply_fn, params, batch: dict, deterministic: bool, dropout_key=None):
-    """MLM and NSP (sum, denominator) metrics of BertForPreTraining on a masked batch.
+def _uses_nsp(objective: str) -> bool:
+    """True for "mlm+nsp", False for "mlm"; anything else is refused."""
+    if objective not in OBJECTIVES:
+        raise BertJaxError(f"objective: expected mlm+nsp or mlm, got {objective!r}")
+    return objective == "mlm+nsp"
+
+
+def pretraining_metrics(apply_fn, params, batch: dict, deterministic: bool, dropout_key=None,
+                        nsp: bool = True):
+    """MLM (and, with `nsp`, NSP) (sum, denominator) metrics of BertForPreTraining on a masked
+    batch; without `nsp` the batch needs no next_sentence_labels and no nsp_* metric is made.
 
     An evaluation batch's `example_weights` (B,) zero the padding rows of its last batch.
     """
@@ -117,18 +134,22 @@ def pretraining_metrics(apply_fn, params, batch: dict, deterministic: bool, drop
     if rows is not None:
         mlm_weights = mlm_weights * rows[:, None]
     metrics = losses.mlm(mlm_logits, batch["masked_lm_ids"], mlm_weights)
-    metrics.update(losses.classification(nsp_logits, batch["next_sentence_labels"], "nsp",
-                                         weights=rows))
+    if nsp:
+        metrics.update(losses.classification(nsp_logits, batch["next_sentence_labels"], "nsp",
+                                             weights=rows))
     return metrics
 
 
 def make_pretrain_eval_step(spec: masking.MaskingSpec,
-                            continuation_lookup: Optional[jax.Array] = None):
-    """eval_step(state, batch, key): masks drawn from `key` (fixed per eval batch), no dropout."""
+                            continuation_lookup: Optional[jax.Array] = None,
+                            objective: str = "mlm+nsp"):
+    """eval_step(state, batch, key): masks drawn from `key` (fixed per eval batch), no dropout;
+    the objective's metrics (no nsp_* ones for "mlm")."""
+    nsp = _uses_nsp(objective)
 
     def eval_step(state: TrainState, batch: dict, key):
         batch = masking.mask_batch(key, batch, spec, continuation_lookup)
-        return pretraining_metrics(state.apply_fn, state.params, batch, True)
+        return pretraining_metrics(state.apply_fn, state.params, batch, True, nsp=nsp)
 
     return eval_step
 
