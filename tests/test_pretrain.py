@@ -136,3 +136,23 @@ def test_workdir_of_another_model_is_refused(setup, one_device_run, tmp_path):
                                           "--config.steps=6"])
     assert code == 2 and "holds a checkpoint of a different model (hidden_size 32 there, " \
                          "48 here" in err, err
+
+
+def test_packed_mlm_objective_trains_without_nsp_and_fills_its_rows(setup, tmp_path):
+    """objective="mlm" end to end: no NSP loss or metric anywhere, rows ≥ 97% tokens (the
+    corpus's documents are split at blank lines into many short ones), a working export."""
+    import transformers
+    base, overrides = setup
+    code, out, err = train(tmp_path, [*overrides, "--config.objective=mlm", "--config.steps=4",
+                                      "--config.documents=blank_line"])
+    assert code == 0, err
+    rows = [json.loads(line) for line in open(tmp_path / "metrics.jsonl")]
+    train_rows = [r for r in rows if r["split"] == "train"]
+    assert len(train_rows) == 4 and not any("nsp_loss" in r for r in rows)
+    assert all(r["loss"] == r["mlm_loss"] for r in train_rows)
+    assert all(r["padding_share"] <= 0.03 for r in train_rows)
+    final = [r for r in rows if r["split"] == "eval"][-1]
+    assert set(final) >= {"mlm_accuracy", "mlm_perplexity"} and "nsp_accuracy" not in final
+    assert "NSP" not in out
+    hf = transformers.BertForPreTraining.from_pretrained(str(tmp_path / "export"))
+    assert hf.config.vocab_size == BertConfig.from_json_file(str(base / "model.json")).vocab_size

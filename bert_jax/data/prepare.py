@@ -68,7 +68,7 @@ def prepare(sources: Sequence[text_sources.Source], tokenizer: Tokenizer, out: s
     if other is not None and {k: other[k] for k in identity} != identity:
         raise BertJaxError(f"{os.path.join(out, other['name'])}: prepared with other "
                            f"parameters than this job (the shard's vs this job's: "
-                           f"{prepared._difference(other, identity)}); use another --out")
+                           f"{prepared.difference(other, identity)}); use another --out")
     if shard in existing:
         log.info("%s: already prepared", final)
         return prepared.try_finish(out)

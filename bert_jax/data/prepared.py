@@ -109,7 +109,7 @@ def try_finish(directory: str) -> Optional[dict]:
     for number, record in records.items():
         if _identity(record) != _identity(first):
             raise BertJaxError(f"{os.path.join(directory, record['name'])}: prepared with other "
-                               f"parameters than {first['name']} ({_difference(record, first)})")
+                               f"parameters than {first['name']} ({difference(record, first)})")
     if len(records) < first["num_shards"]:
         return None
     manifest = dict(_identity(first), shards=[records[i] for i in range(first["num_shards"])])
@@ -119,7 +119,8 @@ def try_finish(directory: str) -> Optional[dict]:
     return manifest
 
 
-def _difference(a: dict, b: dict) -> str:
+def difference(a: dict, b: dict) -> str:
+    """What differs between two shard records' identities, for a one-line refusal."""
     for key in ("format_version", "num_shards", "vocab_hash"):
         if a[key] != b[key]:
             return f"{key} {a[key]} vs {b[key]}"

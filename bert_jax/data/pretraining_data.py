@@ -10,6 +10,7 @@ Resuming therefore needs only the step, and a re-prepared identical set gives id
 from __future__ import annotations
 
 import logging
+
 import numpy as np
 
 from bert_jax.data import batches, pair_plans

@@ -11,6 +11,7 @@ import logging
 import typing
 from typing import Optional
 
+from bert_jax.data.pretraining_data import OBJECTIVES
 from bert_jax.errors import BertJaxError
 from bert_jax.training.config_files import (NONFINITE_POLICIES, apply_overrides, check_fields,
                                             run_config_file)
@@ -78,7 +79,6 @@ _POSITIVE = ("vocab_size", "max_seq_length", "max_predictions_per_seq", "batch_s
              "grad_accum_steps", "steps", "log_every", "checkpoint_every", "keep_checkpoints")
 _NON_NEGATIVE = ("warmup_steps", "data_seed", "seed", "eval_every", "eval_batches",
                  "prepare_workers")
-OBJECTIVES = ("mlm+nsp", "mlm")
 _CHOICES = {"dtype": ("float32", "bfloat16"), "optimizer": ("adamw", "lamb"),
             "documents": ("file", "blank_line"), "on_nonfinite": NONFINITE_POLICIES}
 
