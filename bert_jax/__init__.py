@@ -17,15 +17,20 @@ from bert_jax.errors import BertJaxError
 _LAZY = {"load_pretrained": "bert_jax.checkpoints.model_dir",
          **{name: "bert_jax.models" for name in (
              "BertConfig", "BertModel", "BertForPreTraining", "BertForMaskedLM",
-             "BertForSequenceClassification", "MlmHead", "NspHead")}}
+             "BertForSequenceClassification", "BertForQuestionAnswering",
+             "BertForTokenClassification", "BertForMultipleChoice", "MlmHead", "NspHead")}}
 
 __all__ = ["BertConfig", "BertJaxError", "BertModel", "BertForPreTraining", "BertForMaskedLM",
-           "BertForSequenceClassification", "MlmHead", "NspHead", "load_pretrained"]
+           "BertForSequenceClassification", "BertForQuestionAnswering",
+           "BertForTokenClassification", "BertForMultipleChoice", "MlmHead", "NspHead",
+           "load_pretrained"]
 
 if TYPE_CHECKING:  # for readers and type checkers: what the lazy names are
     from bert_jax.checkpoints.model_dir import load_pretrained  # noqa: F401
-    from bert_jax.models import (BertConfig, BertForMaskedLM, BertForPreTraining,  # noqa: F401
-                                 BertForSequenceClassification, BertModel, MlmHead, NspHead)
+    from bert_jax.models import (BertConfig, BertForMaskedLM,  # noqa: F401
+                                 BertForMultipleChoice, BertForPreTraining,
+                                 BertForQuestionAnswering, BertForSequenceClassification,
+                                 BertForTokenClassification, BertModel, MlmHead, NspHead)
 
 
 def __getattr__(name: str):

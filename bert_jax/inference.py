@@ -1,4 +1,4 @@
-"""Using a model: class probabilities per row, fill-mask top-k, sentence embeddings.
+"""Using a model: class probabilities per row, fill-mask top-k, sentence and token embeddings.
 
 Every entry point takes a model path `load_pretrained` reads (our model dir, a Hugging Face dir,
 a pretraining workdir) or a fine-tuning workdir (its best model, WORKDIR/model).
@@ -7,7 +7,7 @@ a pretraining workdir) or a fine-tuning workdir (its best model, WORKDIR/model).
 from __future__ import annotations
 
 import functools
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Union
 
 import jax
 import jax.numpy as jnp
@@ -120,16 +120,62 @@ def fill_mask(config, params, tok, text: str, top_k: int = 5) -> list[list[tuple
 
 
 def embed(config, params, tok, texts: Sequence[str], pooling: str = "cls", max_length: int = 128,
-          batch_size: int = 32, normalize: bool = False) -> np.ndarray:
-    """(N, H) float32 sentence embeddings: the last layer's [CLS] vector or the mean of its
-    real (non-padding) tokens, as sentence-transformers' mean pooling."""
-    if pooling not in ("cls", "mean"):
-        raise BertJaxError(f"pooling: expected cls or mean, got {pooling!r}")
+          batch_size: int = 32, normalize: bool = False,
+          layers: Optional[Sequence[int]] = None) -> Union[np.ndarray, list[np.ndarray]]:
+    """Sentence or token embeddings, float32.
+
+    `layers` picks hidden states (0 the embeddings' output, 1..num_layers each layer's,
+    negative from the end; default the last) and concatenates them along the feature axis,
+    F = H × len(layers): the paper's feature-based approach takes (-4, -3, -2, -1).
+    pooling "cls": (N, F), the [CLS] vectors; "mean": (N, F), the mean over real (non-padding)
+    tokens, as sentence-transformers' mean pooling; "none": one (n_i, F) array per text, its
+    n_i real tokens ([CLS] and [SEP] included; `tokens_of` names them). `normalize` scales
+    each vector to unit length.
+    """
+    if pooling not in POOLINGS:
+        raise BertJaxError(f"pooling: expected cls, mean or none, got {pooling!r}")
     check_sizes(config, max_length, batch_size)
+    layers = None if layers is None else check_layers(config, layers)
     arrays = tokenizer.encode_batch(tok, texts, None, max_length, pad=True)
-    apply = functools.partial(jitted(_pooled), config, pooling, bool(normalize),
+    apply = functools.partial(jitted(_pooled), config, pooling, bool(normalize), layers,
                               jax.device_put(params["bert"]))
-    return _run_batched(apply, arrays, batch_size).astype(np.float32)
+    out = _run_batched(apply, arrays, batch_size).astype(np.float32)
+    if pooling != "none":
+        return out
+    return [row[:n] for row, n in zip(out, arrays["attention_mask"].sum(1))]
+
+
+POOLINGS = ("cls", "mean", "none")
+
+
+def check_layers(config, layers: Sequence[int]) -> tuple[int, ...]:
+    """`layers` as indices 0..num_layers into the hidden states (0 the embeddings' output),
+    in the order given; refuses non-integers, indices out of range and repeats, naming them."""
+    n = config.num_hidden_layers
+    expect = f"integers from {-(n + 1)} to {n} (0 the embeddings, negative from the end)"
+    if isinstance(layers, (str, bytes)) or not hasattr(layers, "__iter__"):
+        raise BertJaxError(f"layers: expected a list of {expect}, got {layers!r}")
+    layers, out = list(layers), []
+    if not layers:
+        raise BertJaxError(f"layers: expected at least one of {expect}, got none")
+    for layer in layers:
+        if isinstance(layer, (bool, np.bool_)) or not isinstance(layer, (int, np.integer)):
+            raise BertJaxError(f"layers: expected {expect}, got {layer!r}")
+        if not -(n + 1) <= layer <= n:
+            raise BertJaxError(f"layers: {layer} is out of range: the model has {n} layers, "
+                               f"so expected {expect}")
+        index = int(layer) % (n + 1)
+        if index in out:
+            raise BertJaxError(f"layers: hidden state {index} is given twice ({layers})")
+        out.append(index)
+    return tuple(out)
+
+
+def tokens_of(tok, texts: Sequence[str], max_length: int = 128) -> list[list[str]]:
+    """The real tokens of each text as `embed(pooling="none")` sees them, one per vector."""
+    arrays = tokenizer.encode_batch(tok, texts, None, max_length, pad=True)
+    return [[tok.id_to_token(int(i)) for i in row[:n]]
+            for row, n in zip(arrays["input_ids"], arrays["attention_mask"].sum(1))]
 
 
 # -- the jitted forward passes: config (and options) static, parameters an argument ------
@@ -141,12 +187,20 @@ def _class_probabilities(config, params, batch) -> jax.Array:
     return jax.nn.softmax(logits, -1)
 
 
-def _pooled(config, pooling: str, normalize: bool, params, batch) -> jax.Array:
-    """(B, H) [CLS] or mean-of-real-tokens vectors of a BertModel's last layer."""
-    seq, _ = BertModel(config).apply({"params": params}, batch["input_ids"],
-                                     batch["token_type_ids"], batch["attention_mask"])  # (B, L, H)
+def _pooled(config, pooling: str, normalize: bool, layers, params, batch) -> jax.Array:
+    """(B, F) [CLS] or mean-of-real-tokens vectors, or (B, L, F) with pooling "none", of a
+    BertModel's last layer or of the hidden states `layers` concatenated."""
+    inputs = (batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
+    if layers is None:
+        seq, _ = BertModel(config).apply({"params": params}, *inputs)  # (B, L, H)
+    else:
+        hidden = BertModel(config).apply({"params": params}, *inputs,
+                                         output_hidden_states=True).hidden_states
+        seq = jnp.concatenate([hidden[i] for i in layers], axis=-1)  # (B, L, F)
     if pooling == "cls":
         out = seq[:, 0]
+    elif pooling == "none":
+        out = seq
     else:
         m = batch["attention_mask"][..., None].astype(jnp.float32)  # (B, L, 1)
         out = (seq * m).sum(1) / jnp.maximum(m.sum(1), 1e-9)
@@ -155,7 +209,7 @@ def _pooled(config, pooling: str, normalize: bool, params, batch) -> jax.Array:
     return out
 
 
-_STATIC = {_class_probabilities: (0,), _pooled: (0, 1, 2)}  # hashable leading arguments
+_STATIC = {_class_probabilities: (0,), _pooled: (0, 1, 2, 3)}  # hashable leading arguments
 
 
 @functools.cache

@@ -771,6 +771,37 @@ def embed_unknown_pooling(b, t):
                 "argument --pooling: invalid choice: 'max'", absent=(t / "v.npy",))
 
 
+@case
+def embed_layers_out_of_range(b, t):  # the paper's last four, on a two-layer model
+    return Case(["embed", path(b, "hf_base"), "--input", path(b, "texts.txt"), "--output",
+                 str(t / "v.npy"), "--layers", "-4,-3,-2,-1"],
+                "--layers: -4 is out of range: the model has 2 layers, so expected integers "
+                "from -3 to 2", absent=(t / "v.npy",))
+
+
+@case
+def embed_layers_not_integers(b, t):
+    return Case(["embed", path(b, "hf_base"), "--input", path(b, "texts.txt"), "--output",
+                 str(t / "v.npy"), "--layers", "-1,last"],
+                "--layers: expected comma-separated integers such as -4,-3,-2,-1, got '-1,last'",
+                absent=(t / "v.npy",))
+
+
+@case
+def embed_layers_repeated(b, t):
+    return Case(["embed", path(b, "hf_base"), "--input", path(b, "texts.txt"), "--output",
+                 str(t / "v.jsonl"), "--layers", "2,-1", "--pooling", "none"],
+                "--layers: hidden state 2 is given twice ([2, -1])", absent=(t / "v.jsonl",))
+
+
+@case
+def embed_per_token_output_not_jsonl(b, t):
+    return Case(["embed", path(b, "hf_base"), "--input", path(b, "texts.txt"), "--output",
+                 str(t / "v.npy"), "--pooling", "none"],
+                f"{t / 'v.npy'}: --pooling none writes a line of token vectors per text: "
+                f"expected .jsonl, got .npy", absent=(t / "v.npy",))
+
+
 @pytest.mark.parametrize("name", list(CASES))
 def test_bad_input_is_one_line_and_changes_nothing(name, b, tmp_path, capfd, monkeypatch):
     monkeypatch.chdir(tmp_path)  # relative defaults (runs/, .cache/) would land where we look

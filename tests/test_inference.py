@@ -179,7 +179,7 @@ def test_library_errors_name_parameters_not_flags(tiny):
             (lambda: inference.embed(config, params, tok, TINY_TEXTS, "cls", 2),
              "max_length: expected an integer ≥ 3, got 2"),
             (lambda: inference.embed(config, params, tok, TINY_TEXTS, "max"),
-             "pooling: expected cls or mean, got 'max'"),
+             "pooling: expected cls, mean or none, got 'max'"),
             (lambda: inference.embed(config, params, tok, TINY_TEXTS, "cls", 30),
              "max_length: 30 is more than the model's max_position_embeddings (24)")):
         with pytest.raises(BertJaxError) as e:
@@ -188,3 +188,101 @@ def test_library_errors_name_parameters_not_flags(tiny):
     _, warnings = inference.fit_length(config, tok, TINY_TEXTS, None, 100)
     assert warnings == ["max_length 100 is more than the model's 24 positions "
                         "(max_position_embeddings); using 24"]
+
+
+# -- features from any layers: the paper's feature-based approach ------------------------------
+
+def hidden_states_by_hand(config, params, tok, length=16):
+    """(hidden states (num_layers + 1 arrays (B, L, H)), attention mask) of TINY_TEXTS."""
+    from bert_jax.models import BertModel
+    b = encoded(tok, length)
+    out = BertModel(config).apply({"params": params["bert"]}, b["input_ids"], b["token_type_ids"],
+                                  b["attention_mask"], output_hidden_states=True)
+    return [np.asarray(h) for h in out.hidden_states], b["attention_mask"]
+
+
+@pytest.mark.parametrize("layers", [(-3, -2, -1), (2, 0), (-1,)], ids=str)
+def test_embed_layers_concatenate_the_hidden_states_picked_by_hand(tiny, layers):
+    config, tok, params, _ = tiny
+    hidden, mask = hidden_states_by_hand(config, params, tok)
+    assert len(hidden) == 3
+    picked = np.concatenate([hidden[i] for i in layers], -1)  # (B, L, 32 × len(layers))
+    m = mask[..., None].astype(np.float32)
+    cls = inference.embed(config, params, tok, TINY_TEXTS, "cls", 16, 2, layers=layers)
+    mean = inference.embed(config, params, tok, TINY_TEXTS, "mean", 16, 2, layers=layers)
+    tokens = inference.embed(config, params, tok, TINY_TEXTS, "none", 16, 2, layers=layers)
+    assert cls.shape == mean.shape == (5, 32 * len(layers)) and cls.dtype == np.float32
+    np.testing.assert_allclose(cls, picked[:, 0], atol=2e-6)
+    np.testing.assert_allclose(mean, (picked * m).sum(1) / m.sum(1), atol=2e-6)
+    assert [t.shape for t in tokens] == [(n, 32 * len(layers)) for n in mask.sum(1)]
+    for row, vectors, n in zip(picked, tokens, mask.sum(1)):
+        np.testing.assert_allclose(vectors, row[:n], atol=2e-6)
+    unit = inference.embed(config, params, tok, TINY_TEXTS, "none", 16, 2, True, layers)
+    np.testing.assert_allclose(np.linalg.norm(unit[0], axis=-1), 1.0, atol=1e-6)
+    if layers == (-1,):  # the last layer is the default
+        np.testing.assert_allclose(cls, inference.embed(config, params, tok, TINY_TEXTS, "cls",
+                                                        16, 2), atol=1e-6)
+    names = inference.tokens_of(tok, TINY_TEXTS, 16)
+    assert names[0] == ["[CLS]", "the", "cat", "sat", "on", "the", "mat", ".", "[SEP]"]
+    assert [len(t) for t in names] == [len(t) for t in tokens]
+
+
+def test_embed_refuses_bad_layers_naming_them(tiny):
+    from bert_jax.errors import BertJaxError
+    config, tok, params, _ = tiny
+    for layers, needle in (
+            ((-4, -1), "layers: -4 is out of range: the model has 2 layers, so expected integers "
+                       "from -3 to 2 (0 the embeddings, negative from the end)"),
+            ((3,), "layers: 3 is out of range"),
+            ((-1, 2), "layers: hidden state 2 is given twice ([-1, 2])"),
+            ((1.0,), "layers: expected integers from -3 to 2"),
+            ((True,), "layers: expected integers from -3 to 2"),
+            ((), "layers: expected at least one of integers from -3 to 2"),
+            ("-1", "layers: expected a list of integers from -3 to 2")):
+        with pytest.raises(BertJaxError) as e:
+            inference.embed(config, params, tok, TINY_TEXTS, "cls", 16, 2, layers=layers)
+        assert str(e.value).startswith(needle), (layers, str(e.value))
+    assert inference.check_layers(config, [np.int64(-3), 1, -1]) == (0, 1, 2)
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tiny, tmp_path_factory):
+    """The first tiny model as our model directory, with its vocabulary."""
+    from bert_jax.checkpoints.model_dir import save_model_dir
+    config, _, params, _ = tiny
+    root = tmp_path_factory.mktemp("tiny_model")
+    (root / "vocab.txt").write_text("".join(w + "\n" for w in WORDS), encoding="utf-8")
+    save_model_dir(str(root / "model"), config, params, [str(root / "vocab.txt")])
+    return root / "model"
+
+
+def test_cli_embed_layers_end_to_end(tiny, tiny_dir, tmp_path, capsys):
+    import json
+    config, tok, params, _ = tiny
+    hidden, mask = hidden_states_by_hand(config, params, tok)
+    source = tmp_path / "texts.txt"
+    source.write_text("\n".join(TINY_TEXTS) + "\n")
+    common = ["embed", str(tiny_dir), "--input", str(source), "--max-seq-length", "16",
+              "--batch-size", "2"]
+    out = tmp_path / "tokens.jsonl"
+    assert cli.main(common + ["--output", str(out), "--layers", "-3,-2,-1", "--pooling",
+                              "none"]) == 0
+    assert "wrote 28 token vectors of 96 for 5 texts" in capsys.readouterr().out
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [r["tokens"] for r in rows] == inference.tokens_of(tok, TINY_TEXTS, 16)
+    for r, h0, h1, h2, n in zip(rows, *hidden, mask.sum(1)):
+        want = np.concatenate([h0, h1, h2], -1)[:n]
+        np.testing.assert_allclose(np.asarray(r["vectors"], np.float32), want, atol=2e-6)
+    out = tmp_path / "mean.npy"
+    assert cli.main(common + ["--output", str(out), "--layers", "-1,0", "--pooling",
+                              "mean"]) == 0
+    m = mask[..., None].astype(np.float32)
+    want = np.concatenate([hidden[2], hidden[0]], -1)
+    vectors = np.load(out)
+    assert vectors.shape == (5, 64) and vectors.dtype == np.float32
+    np.testing.assert_allclose(vectors, (want * m).sum(1) / m.sum(1), atol=2e-6)
+    assert "hidden states -1,0" in capsys.readouterr().out
+    # the default output format without --layers: unchanged
+    out = tmp_path / "cls.npy"
+    assert cli.main(common + ["--output", str(out)]) == 0
+    np.testing.assert_allclose(np.load(out), hidden[2][:, 0], atol=2e-6)

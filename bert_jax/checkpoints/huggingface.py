@@ -24,7 +24,8 @@ from bert_jax.checkpoints.paths import CONFIG, SAFETENSORS, SAFETENSORS_INDEX, T
 from bert_jax.errors import BertJaxError
 from bert_jax.models.config import BertConfig
 from bert_jax.models.encoder import BertModel, Pooler
-from bert_jax.models.task_models import ARCHITECTURES, architecture_of, model_for_params
+from bert_jax.models.task_models import (ARCHITECTURES, POOLER_FREE, architecture_of,
+                                         choose_architecture)
 
 log = logging.getLogger(__name__)
 
@@ -44,10 +45,12 @@ def _norm(ours: tuple, hf: str) -> list[Entry]:
                                                                     False)]
 
 
-def name_table(config: BertConfig, groups, prefix: str = "bert.") -> list[Entry]:
+def name_table(config: BertConfig, groups, prefix: str = "bert.",
+               pooler: bool = True) -> list[Entry]:
     """All (our path, HF name) pairs of a model with parameter groups `groups`.
 
-    `prefix` is "bert." for the task models and "" for a bare BertModel.
+    `prefix` is "bert." for the task models and "" for a bare BertModel; `pooler` is False for
+    the per-position models (task_models.POOLER_FREE).
     """
     e, b = ("bert", "embeddings"), f"{prefix}embeddings"
     table = [Entry(e + ("word_embeddings", "embedding"), f"{b}.word_embeddings.weight", False),
@@ -65,7 +68,8 @@ def name_table(config: BertConfig, groups, prefix: str = "bert.") -> list[Entry]
         table += _linear(ours + ("feed_forward", "intermediate"), f"{hf}.intermediate.dense")
         table += _linear(ours + ("feed_forward", "output"), f"{hf}.output.dense")
         table += _norm(ours + ("feed_forward", "layer_norm"), f"{hf}.output.LayerNorm")
-    table += _linear(("bert", "pooler", "dense"), f"{prefix}pooler.dense")
+    if pooler:
+        table += _linear(("bert", "pooler", "dense"), f"{prefix}pooler.dense")
     if "predictions" in groups:
         table += _linear(("predictions", "dense"), "cls.predictions.transform.dense")
         table += _norm(("predictions", "layer_norm"), "cls.predictions.transform.LayerNorm")
@@ -77,6 +81,8 @@ def name_table(config: BertConfig, groups, prefix: str = "bert.") -> list[Entry]
         table += _linear(("seq_relationship",), "cls.seq_relationship")
     if "classifier" in groups:
         table += _linear(("classifier",), "classifier")
+    if "qa_outputs" in groups:
+        table += _linear(("qa_outputs",), "qa_outputs")
     return table
 
 
@@ -85,10 +91,10 @@ _ALIASES = ((".LayerNorm.gamma", ".LayerNorm.weight"), (".LayerNorm.beta", ".Lay
 _POOLER = ("bert", "pooler")
 
 
-def expected_shapes(config: BertConfig, groups) -> dict[tuple, tuple]:
-    """Flat {our path: shape} of the model with these parameter groups, without allocating it."""
-    module = model_for_params(config, dict.fromkeys(groups))
-    ids = jnp.zeros((1, 2), jnp.int32)
+def expected_shapes(config: BertConfig, architecture: str) -> dict[tuple, tuple]:
+    """Flat {our path: shape} of the architecture's params tree, without allocating it."""
+    module = ARCHITECTURES[architecture][0](config)
+    ids = jnp.zeros((1, 1, 2) if architecture == "BertForMultipleChoice" else (1, 2), jnp.int32)
     shapes = jax.eval_shape(lambda: module.init(jax.random.key(0), ids))["params"]
     if isinstance(module, BertModel):
         shapes = {"bert": shapes}
@@ -121,6 +127,13 @@ def read_state_dict(directory: str) -> dict[str, np.ndarray]:
 def missing_dir_reason(path: str) -> str:
     return "not a directory (expected a model directory)" if os.path.exists(path) else \
         "no such directory"
+
+
+def named_architecture(directory: str):
+    """The first name in `directory`/config.json's "architectures", or None: it tells apart
+    architectures whose parameter trees look alike (task_models.choose_architecture)."""
+    names = _read_json(os.path.join(directory, CONFIG)).get("architectures")
+    return names[0] if isinstance(names, list) and names and isinstance(names[0], str) else None
 
 
 def _read_json(path):
@@ -160,8 +173,11 @@ def load_hf(path: str) -> tuple[BertConfig, dict]:
     """A Hugging Face BERT directory → (config, params) with params["bert"] the encoder.
 
     Accepts BertModel (no prefix), BertForPreTraining / BertForMaskedLM (`bert.` prefix,
-    `cls.*`, tied decoder present or omitted) and BertForSequenceClassification.
-    A BertForMaskedLM checkpoint has no pooler; ours gets a freshly initialised one (logged).
+    `cls.*`, tied decoder present or omitted) and the BertFor{Sequence,Token}Classification,
+    QuestionAnswering and MultipleChoice task models; config.json's "architectures" tells the
+    `classifier` ones apart. A BertForMaskedLM checkpoint has no pooler; ours gets a freshly
+    initialised one (logged). Question answering and token classification have none (older
+    releases saved an unused one: ignored, as transformers does); any other model needs it.
     """
     if not os.path.isdir(path):
         raise BertJaxError(f"{path}: {missing_dir_reason(path)}")
@@ -175,16 +191,22 @@ def load_hf(path: str) -> tuple[BertConfig, dict]:
     groups = {"bert"}
     for group, start in (("predictions", "cls.predictions."),
                          ("seq_relationship", "cls.seq_relationship."),
-                         ("classifier", "classifier.")):
+                         ("classifier", "classifier."), ("qa_outputs", "qa_outputs.")):
         if any(k.startswith(start) for k in state):
             groups.add(group)
-    if frozenset(groups - {"bert"}) not in {heads for _, heads in ARCHITECTURES.values()}:
-        raise BertJaxError(f"{path}: unsupported combination of heads {sorted(groups)}")
+    pooler = [k for k in state if k.startswith(f"{prefix}pooler.")]
+    width = state["classifier.weight"].shape[0] if "classifier.weight" in state else None
+    architecture = choose_architecture(groups, bool(pooler), width, config.num_labels,
+                                       named_architecture(path), where=path)
+    if architecture in POOLER_FREE:
+        for name in pooler:
+            log.info("%s: ignoring %s (%s has no pooler)", path, name, architecture)
+            del state[name]
     _drop_tied_copies(state, config, prefix, weights)
 
-    shapes = expected_shapes(config, groups)
+    shapes = expected_shapes(config, architecture)
     flat, missing = {}, []
-    for entry in name_table(config, groups, prefix):
+    for entry in name_table(config, groups, prefix, architecture not in POOLER_FREE):
         if entry.hf not in state:
             missing.append(entry)
             continue
@@ -244,12 +266,16 @@ def _fresh_pooler(config: BertConfig) -> dict:
 
 # -- writing ------------------------------------------------------------------------------------
 
-def to_state_dict(config: BertConfig, params) -> tuple[str, dict[str, np.ndarray]]:
-    """Our params → (HF architecture name, HF state dict), validating every shape by path."""
+def to_state_dict(config: BertConfig, params, architecture=None
+                  ) -> tuple[str, dict[str, np.ndarray]]:
+    """Our params → (HF architecture name, HF state dict), validating every shape by path.
+
+    `architecture` (say, from config.json) is needed only where the tree alone is ambiguous.
+    """
     groups = frozenset(params)
-    architecture = architecture_of(groups)
+    architecture = architecture_of(params, config, architecture)
     flat = {k: np.asarray(v) for k, v in traverse_util.flatten_dict(params).items()}
-    shapes = expected_shapes(config, groups)
+    shapes = expected_shapes(config, architecture)
     for path, shape in shapes.items():
         if path not in flat:
             raise BertJaxError(f"params: missing {'/'.join(path)}")
@@ -261,7 +287,7 @@ def to_state_dict(config: BertConfig, params) -> tuple[str, dict[str, np.ndarray
         raise BertJaxError(f"params: unexpected parameter(s) {', '.join(extra[:5])}")
     prefix = "" if architecture == "BertModel" else "bert."
     state = {}
-    for entry in name_table(config, groups, prefix):
+    for entry in name_table(config, groups, prefix, architecture not in POOLER_FREE):
         if architecture == "BertForMaskedLM" and entry.ours[:2] == _POOLER:
             continue  # HF's BertForMaskedLM has no pooler
         array = flat[entry.ours].astype(np.float32)
@@ -271,14 +297,15 @@ def to_state_dict(config: BertConfig, params) -> tuple[str, dict[str, np.ndarray
     return architecture, state
 
 
-def save_hf(path: str, config: BertConfig, params, vocab_files=(), overwrite=False) -> str:
+def save_hf(path: str, config: BertConfig, params, vocab_files=(), overwrite=False,
+            architecture=None) -> str:
     """Write config.json + model.safetensors (+ vocab files) that transformers loads cleanly.
 
     The tied decoder is omitted, as transformers itself saves it. Atomic: on any error nothing
-    is left at `path`. Returns the architecture written.
+    is left at `path`. `architecture` as in to_state_dict. Returns the architecture written.
     """
     from safetensors.numpy import save_file
-    architecture, state = to_state_dict(config, params)
+    architecture, state = to_state_dict(config, params, architecture)
     with atomic_directory(path, overwrite) as tmp:
         config.to_json_file(os.path.join(tmp, CONFIG), architectures=[architecture])
         save_file(state, os.path.join(tmp, SAFETENSORS), metadata={"format": "pt"})

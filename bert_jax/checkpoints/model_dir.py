@@ -14,16 +14,21 @@ import numpy as np
 
 from bert_jax.checkpoints import paths
 from bert_jax.checkpoints.atomic import atomic_directory
-from bert_jax.checkpoints.huggingface import copy_vocab_files, load_hf, to_state_dict
+from bert_jax.checkpoints.huggingface import (copy_vocab_files, load_hf, named_architecture,
+                                              to_state_dict)
 from bert_jax.errors import BertJaxError
 from bert_jax.models.config import BertConfig
 
 log = logging.getLogger(__name__)
 
-def save_model_dir(path: str, config: BertConfig, params, vocab_files=(), overwrite=False) -> None:
-    """Write our model directory atomically: config.json, params/ (orbax), vocab files."""
+def save_model_dir(path: str, config: BertConfig, params, vocab_files=(), overwrite=False,
+                   architecture=None) -> None:
+    """Write our model directory atomically: config.json (with "architectures"), params/
+    (orbax), vocab files. `architecture`: needed only where the tree is ambiguous (see
+    task_models.choose_architecture)."""
     import orbax.checkpoint as ocp
-    architecture, _ = to_state_dict(config, params)  # validates groups and every shape first
+    # validates the architecture, groups and every shape first
+    architecture, _ = to_state_dict(config, params, architecture)
     params = jax.tree.map(np.asarray, params)
     with atomic_directory(path, overwrite) as tmp:
         config.to_json_file(os.path.join(tmp, paths.CONFIG), architectures=[architecture])
@@ -46,7 +51,7 @@ def load_model_dir(path: str) -> tuple[BertConfig, dict]:
                            ) from None
     params = jax.tree.map(np.asarray, params)
     try:  # params must fit config.json: names the first mismatch
-        to_state_dict(config, params)
+        to_state_dict(config, params, named_architecture(path))
     except BertJaxError as e:
         raise BertJaxError(f"{params_path}: does not fit config.json: "
                            f"{str(e).removeprefix('params: ')}") from None

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bert_jax.checkpoints.huggingface import load_hf
+from bert_jax.checkpoints.huggingface import load_hf, named_architecture
 from bert_jax.errors import BertJaxError
 from bert_jax.models.config import BertConfig
 from bert_jax.models.encoder import BertModel
@@ -45,7 +45,7 @@ def compare(hf_dir: str, dtype: str = "float32", batch_size: int = 3, seq_len: i
     import jax.numpy as jnp
 
     config, params = load_hf(hf_dir)
-    architecture = architecture_of(params)
+    architecture = architecture_of(params, config, named_architecture(hf_dir))
     if batch_size < 1 or seq_len < 2 or seq_len > config.max_position_embeddings:
         raise BertJaxError(f"parity: need batch size ≥ 1 and 2 ≤ sequence length ≤ "
                            f"{config.max_position_embeddings}, got {batch_size} × {seq_len}")
@@ -63,7 +63,7 @@ def compare(hf_dir: str, dtype: str = "float32", batch_size: int = 3, seq_len: i
     if ref_bert.pooler_output is not None:
         report["pooled_output"] = _maxdiff(pooled, ref_bert.pooler_output)
     positions = np.asarray(batch["masked_lm_positions"])
-    module = model_for_params(config, params, compute)
+    module = model_for_params(config, params, compute, architecture)
     if architecture in ("BertForPreTraining", "BertForMaskedLM"):
         out = module.apply({"params": params}, **inputs_np(batch), masked_lm_positions=positions)
         mlm = out[0] if architecture == "BertForPreTraining" else out

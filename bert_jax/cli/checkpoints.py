@@ -42,14 +42,17 @@ def convert(args) -> None:
         if paths.kind(args.src) == paths.MODEL_DIR:
             raise BertJaxError(f"{args.src}: already a bert_jax model directory (use --to hf)")
         config, params = huggingface.load_hf(args.src)
+        name = huggingface.named_architecture(args.src)
         model_dir.save_model_dir(args.dst, config, params, paths.vocab_files(args.src),
-                                 overwrite=args.overwrite)
+                                 overwrite=args.overwrite, architecture=name)
     else:
         config, params = model_dir.load_pretrained(args.src)
+        name = huggingface.named_architecture(paths.model_path(args.src))
         huggingface.save_hf(args.dst, config, params, paths.vocab_files(args.src),
-                            overwrite=args.overwrite)
+                            overwrite=args.overwrite, architecture=name)
     count = sum(v.size for v in jax.tree.leaves(params))
-    print(f"wrote {architecture_of(params)} ({config.num_hidden_layers} layers, "
+    written = architecture_of(params, config, huggingface.named_architecture(args.dst))
+    print(f"wrote {written} ({config.num_hidden_layers} layers, "
           f"hidden {config.hidden_size}, {count:,} parameters) to {args.dst} "
           f"[{'Hugging Face' if args.to == 'hf' else 'bert_jax'} format]")
 

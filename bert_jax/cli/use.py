@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import sys
 
 from bert_jax.cli import flags
@@ -30,12 +32,20 @@ def add_parsers(sub) -> None:
     p.add_argument("--top-k", type=int, default=5)
     p.set_defaults(run=fill_mask)
 
-    p = sub.add_parser("embed", help="one vector per text, saved as .npy")
+    p = sub.add_parser("embed", help="one vector per text (.npy), or per token (.jsonl)")
     flags.add_common(p)
+    # "-4,-3,-2,-1" is a value, not an unknown option (argparse takes only "-4" for one)
+    p._negative_number_matcher = re.compile(r"^-\.?\d")
     p.add_argument("model", help="any BERT model directory")
     p.add_argument("--input", required=True, help="txt (one text a line), csv, jsonl, …")
-    p.add_argument("--output", required=True, help="FILE.npy: (rows, hidden) float32")
-    p.add_argument("--pooling", choices=("cls", "mean"), default="cls")
+    p.add_argument("--output", required=True,
+                   help="FILE.npy: (rows, hidden × layers) float32; with --pooling none "
+                        'FILE.jsonl: a line per row, {"tokens": [...], "vectors": [[...], ...]}')
+    p.add_argument("--pooling", choices=("cls", "mean", "none"), default="cls",
+                   help="[CLS] vector, mean of the real tokens, or none: every token's vector")
+    p.add_argument("--layers", default=None,
+                   help="hidden states to concatenate, e.g. -4,-3,-2,-1 (the paper's features): "
+                        "0 the embeddings, 1.. each layer, negative from the end; default -1")
     p.add_argument("--normalize", action="store_true", help="unit-length vectors")
     p.add_argument("--text-column", default="text")
     p.add_argument("--max-seq-length", type=int, default=128)
@@ -119,13 +129,49 @@ def embed(args) -> None:
 
     from bert_jax import inference
     from bert_jax.checkpoints import atomic
-    atomic.check_output_file(args.output, (".npy",), args.input)
+    per_token = args.pooling == "none"
+    ext = os.path.splitext(args.output)[1].lower()
+    if per_token and ext != ".jsonl":
+        raise BertJaxError(f"{args.output}: --pooling none writes a line of token vectors per "
+                           f"text: expected .jsonl, got {ext or '(none)'}")
+    atomic.check_output_file(args.output, (".jsonl",) if per_token else (".npy",), args.input)
+    layers = _parse_layers(args.layers)
     config, params, tok = inference.load(args.model)
+    if layers is not None:
+        inference.check_layers(config, layers)
     _, texts, _ = _read_texts(args.input, args.text_column, "")
     length = _fit_length(args, config, tok, texts, None)
     vectors = inference.embed(config, params, tok, texts, args.pooling, length,
-                              args.batch_size, args.normalize)
+                              args.batch_size, args.normalize, layers=layers)
+    which = f" of hidden states {args.layers}" if layers is not None else ""
+    if per_token:
+        tokens = inference.tokens_of(tok, texts, length)
+        _write_token_vectors(args.output, tokens, vectors)
+        print(f"wrote {sum(map(len, tokens))} token vectors of {vectors[0].shape[1]} for "
+              f"{len(tokens)} texts{which} to {args.output}")
+        return
     with atomic.atomic_file(args.output) as tmp:
         np.save(tmp, vectors)
-    print(f"wrote {vectors.shape[0]} × {vectors.shape[1]} {args.pooling}-pooled embeddings to "
-          f"{args.output}")
+    print(f"wrote {vectors.shape[0]} × {vectors.shape[1]} {args.pooling}-pooled embeddings"
+          f"{which} to {args.output}")
+
+
+def _parse_layers(text):
+    """"-4,-3,-2,-1" → [-4, -3, -2, -1]; the range and repeats are checked against the model."""
+    if text is None:
+        return None
+    try:
+        return [int(item) for item in text.split(",")]
+    except ValueError:
+        raise BertJaxError(f"layers: expected comma-separated integers such as -4,-3,-2,-1, "
+                           f"got {text!r}") from None
+
+
+def _write_token_vectors(path: str, tokens, vectors) -> None:
+    """One jsonl line per text, {"tokens": [n], "vectors": [n × F]}, in input order; written
+    atomically. Floats are float32 values exactly (float64 text that reads back to them)."""
+    from bert_jax.checkpoints import atomic
+    with atomic.atomic_file(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        for words, rows in zip(tokens, vectors):
+            f.write(json.dumps({"tokens": words, "vectors": rows.tolist()},
+                               ensure_ascii=False) + "\n")

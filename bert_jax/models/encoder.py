@@ -11,14 +11,14 @@ matmuls.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
 from bert_jax.models.config import BertConfig
-from bert_jax.models.ops.attention import attention
+from bert_jax.models.ops.attention import attention, attention_probs
 from bert_jax.models.ops.dense import Dense
 from bert_jax.models.ops.dropout import Dropout
 from bert_jax.models.ops.layer_norm import LayerNorm
@@ -88,7 +88,7 @@ class SelfAttention(nn.Module):
     dtype: jnp.dtype = jnp.float32
 
     @nn.compact
-    def __call__(self, x, attention_mask, deterministic: bool):
+    def __call__(self, x, attention_mask, deterministic: bool, output_attentions: bool = False):
         cfg = self.config
         B, L, H = x.shape
         heads = lambda y: y.reshape(B, L, cfg.num_attention_heads, cfg.head_dim)  # noqa: E731
@@ -103,7 +103,11 @@ class SelfAttention(nn.Module):
                         dropout_rng=self.make_rng("dropout") if rate else None)  # (B, L, N, D)
         y = dense(cfg, H, self.dtype, "output")(ctx.reshape(B, L, H))  # (B, L, H)
         y = Dropout(cfg.hidden_dropout_prob)(y, deterministic=deterministic)
-        return layer_norm(cfg, "layer_norm")(x + y)
+        out = layer_norm(cfg, "layer_norm")(x + y)
+        if not output_attentions:
+            return out
+        # recomputed beside `attention` (one more q·k product) so the default path is untouched
+        return out, attention_probs(q, k, mask, self.dtype)  # (B, N, L, L) before dropout
 
 
 class FeedForward(nn.Module):
@@ -129,10 +133,12 @@ class EncoderLayer(nn.Module):
     dtype: jnp.dtype = jnp.float32
 
     @nn.compact
-    def __call__(self, x, attention_mask, deterministic: bool):
+    def __call__(self, x, attention_mask, deterministic: bool, output_attentions: bool = False):
         x = SelfAttention(self.config, self.dtype, name="attention")(
-            x, attention_mask, deterministic)
-        return FeedForward(self.config, self.dtype, name="feed_forward")(x, deterministic)
+            x, attention_mask, deterministic, output_attentions)
+        x, probs = x if output_attentions else (x, None)
+        x = FeedForward(self.config, self.dtype, name="feed_forward")(x, deterministic)
+        return (x, probs) if output_attentions else x
 
 
 class Encoder(nn.Module):
@@ -144,12 +150,24 @@ class Encoder(nn.Module):
     remat: bool = False
 
     @nn.compact
-    def __call__(self, x, attention_mask, deterministic: bool):
-        # static_argnums counts self: 3 is `deterministic`
-        layer = nn.remat(EncoderLayer, static_argnums=(3,)) if self.remat else EncoderLayer
+    def __call__(self, x, attention_mask, deterministic: bool, output_hidden_states: bool = False,
+                 output_attentions: bool = False):
+        """x (B, L, H), or with either flag (x, hidden_states, attentions): the input and
+        every layer's output, and every layer's attention probabilities (None if not asked)."""
+        # static_argnums counts self: 3 is `deterministic`, 4 `output_attentions`
+        layer = nn.remat(EncoderLayer, static_argnums=(3, 4)) if self.remat else EncoderLayer
+        hidden, attentions = [x], []
         for i in range(self.config.num_hidden_layers):
-            x = layer(self.config, self.dtype, name=f"layer_{i}")(x, attention_mask, deterministic)
-        return x
+            x = layer(self.config, self.dtype, name=f"layer_{i}")(x, attention_mask, deterministic,
+                                                                 output_attentions)
+            if output_attentions:
+                x, probs = x
+                attentions.append(probs)
+            hidden.append(x)
+        if not (output_hidden_states or output_attentions):
+            return x
+        return (x, tuple(hidden) if output_hidden_states else None,
+                tuple(attentions) if output_attentions else None)
 
 
 class Pooler(nn.Module):
@@ -164,11 +182,24 @@ class Pooler(nn.Module):
         return jnp.tanh(dense(self.config, self.config.hidden_size, self.dtype, "dense")(cls))
 
 
+class BertOutput(NamedTuple):
+    """BertModel's outputs when hidden states or attentions are asked for (a pytree: jit returns
+    it). Unrequested fields are None."""
+
+    sequence_output: jax.Array  # (B, L, H) float32, the last layer's output
+    pooled_output: Optional[jax.Array]  # (B, H) in the computation dtype
+    # num_layers + 1 (B, L, H) float32: the embeddings' output, then each layer's, as HF's
+    hidden_states: Optional[tuple[jax.Array, ...]] = None
+    # num_layers (B, N, L, L) float32 softmax probabilities, before attention dropout
+    attentions: Optional[tuple[jax.Array, ...]] = None
+
+
 class BertModel(nn.Module):
     """Embeddings → encoder → pooler.
 
     Returns (sequence_output (B, L, H) float32, a LayerNorm output; pooled_output (B, H) in the
-    computation dtype).
+    computation dtype); with output_hidden_states or output_attentions, a BertOutput whose
+    first two fields are those, bit for bit.
     `attention_mask` is 1 for real tokens and 0 for padding; padded keys are never attended to.
     `remat` recomputes each encoder layer in the backward pass (see Encoder).
     """
@@ -179,7 +210,8 @@ class BertModel(nn.Module):
 
     @nn.compact
     def __call__(self, input_ids, token_type_ids=None, attention_mask=None,
-                 deterministic: bool = True):
+                 deterministic: bool = True, output_hidden_states: bool = False,
+                 output_attentions: bool = False):
         if token_type_ids is None:
             token_type_ids = jnp.zeros_like(input_ids)
         if attention_mask is None:
@@ -187,8 +219,11 @@ class BertModel(nn.Module):
         x = Embeddings(self.config, self.dtype, name="embeddings")(
             input_ids, token_type_ids, deterministic)
         x = Encoder(self.config, self.dtype, self.remat, name="encoder")(
-            x, attention_mask, deterministic)
-        return x, Pooler(self.config, self.dtype, name="pooler")(x)
+            x, attention_mask, deterministic, output_hidden_states, output_attentions)
+        full = output_hidden_states or output_attentions
+        x, hidden_states, attentions = x if full else (x, None, None)
+        pooled = Pooler(self.config, self.dtype, name="pooler")(x)
+        return BertOutput(x, pooled, hidden_states, attentions) if full else (x, pooled)
 
 
 def word_embeddings(bert: BertModel) -> Optional[jnp.ndarray]:

@@ -1,19 +1,25 @@
 """Task models: the encoder under `params["bert"]` and each head under its own top-level key.
 
-`predictions` and `seq_relationship` (pretraining), `classifier` (sequence classification): one
-checkpoint serves every model that shares those parts. ARCHITECTURES is the one table from a
-Hugging Face architecture name to our module and its head groups; conversion and model
-directories read it, nothing else lists them.
+`predictions` and `seq_relationship` (pretraining), `classifier` (sequence and token
+classification, multiple choice), `qa_outputs` (span question answering): one checkpoint serves
+every model that shares those parts. ARCHITECTURES is the one table from a Hugging Face
+architecture name to our module and its head groups; conversion and model directories read it,
+nothing else lists them. Three architectures share the `classifier` group, so the lookup also
+reads the tree's shape (pooler present, classifier width) and, where one is known, the name
+config.json gives.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Optional
 
 import flax.linen as nn
 import jax.numpy as jnp
 
 from bert_jax.errors import BertJaxError
 from bert_jax.models.config import BertConfig
-from bert_jax.models.encoder import BertModel, dense, word_embeddings
+from bert_jax.models.encoder import BertModel, Embeddings, Encoder, dense, word_embeddings
 from bert_jax.models.heads import MlmHead, NspHead, gather_positions
 
 
@@ -90,28 +96,165 @@ class BertForSequenceClassification(nn.Module):
         return logits.astype(jnp.float32)
 
 
+def _classifier_dropout(cfg: BertConfig) -> nn.Dropout:
+    """HF's rule: classifier_dropout when set, else hidden_dropout_prob."""
+    return nn.Dropout(cfg.hidden_dropout_prob if cfg.classifier_dropout is None
+                      else cfg.classifier_dropout)
+
+
+class _BertWithoutPooler(nn.Module):
+    """BertModel's embeddings and encoder only (HF's add_pooling_layer=False): the per-position
+    task models have no pooler weights, in HF checkpoints or in ours. Parameter names are
+    BertModel's, so params["bert"] is BertModel's tree less `pooler`.
+
+    Returns sequence_output (B, L, H) float32.
+    """
+
+    config: BertConfig
+    dtype: jnp.dtype = jnp.float32
+    remat: bool = False
+
+    @nn.compact
+    def __call__(self, input_ids, token_type_ids, attention_mask, deterministic: bool):
+        if token_type_ids is None:
+            token_type_ids = jnp.zeros_like(input_ids)
+        if attention_mask is None:
+            attention_mask = jnp.ones_like(input_ids)
+        x = Embeddings(self.config, self.dtype, name="embeddings")(
+            input_ids, token_type_ids, deterministic)
+        return Encoder(self.config, self.dtype, self.remat, name="encoder")(
+            x, attention_mask, deterministic)
+
+
+class BertForQuestionAnswering(nn.Module):
+    """Span extraction (SQuAD): `qa_outputs` linear over every position, no pooler.
+
+    Returns (start_logits (B, L), end_logits (B, L)), float32. HF sizes qa_outputs by
+    num_labels and splits it in two, so the config must have exactly two labels.
+    """
+
+    config: BertConfig
+    dtype: jnp.dtype = jnp.float32
+    remat: bool = False  # recompute each encoder layer in the backward pass (encoder.Encoder)
+
+    @nn.compact
+    def __call__(self, input_ids, token_type_ids=None, attention_mask=None,
+                 deterministic: bool = True):
+        cfg = self.config
+        if cfg.num_labels != 2:
+            raise BertJaxError(f"id2label: question answering needs 2 labels (start, end), got "
+                               f"{cfg.num_labels}")
+        x = _BertWithoutPooler(cfg, self.dtype, self.remat, name="bert")(
+            input_ids, token_type_ids, attention_mask, deterministic)
+        logits = dense(cfg, 2, self.dtype, "qa_outputs")(x).astype(jnp.float32)  # (B, L, 2)
+        return logits[..., 0], logits[..., 1]
+
+
+class BertForTokenClassification(nn.Module):
+    """Tagging (NER, POS): dropout → `classifier` linear over every position, no pooler.
+
+    Returns logits (B, L, num_labels), float32.
+    """
+
+    config: BertConfig
+    dtype: jnp.dtype = jnp.float32
+    remat: bool = False  # recompute each encoder layer in the backward pass (encoder.Encoder)
+
+    @nn.compact
+    def __call__(self, input_ids, token_type_ids=None, attention_mask=None,
+                 deterministic: bool = True):
+        cfg = self.config
+        x = _BertWithoutPooler(cfg, self.dtype, self.remat, name="bert")(
+            input_ids, token_type_ids, attention_mask, deterministic)
+        x = _classifier_dropout(cfg)(x, deterministic=deterministic)
+        return dense(cfg, cfg.num_labels, self.dtype, "classifier")(x).astype(jnp.float32)
+
+
+class BertForMultipleChoice(nn.Module):
+    """SWAG-style choice: each (B, C, L) candidate encoded alone, pooled → dropout → one logit.
+
+    Returns logits (B, C), float32; softmax over C picks the answer. config.num_labels is unused
+    (as in HF): the `classifier` always has width 1.
+    """
+
+    config: BertConfig
+    dtype: jnp.dtype = jnp.float32
+    remat: bool = False  # recompute each encoder layer in the backward pass (encoder.Encoder)
+
+    @nn.compact
+    def __call__(self, input_ids, token_type_ids=None, attention_mask=None,
+                 deterministic: bool = True):
+        cfg = self.config
+        B, C, L = input_ids.shape
+        flat = lambda x: None if x is None else x.reshape(B * C, L)  # noqa: E731
+        _, pooled = BertModel(cfg, self.dtype, self.remat, name="bert")(
+            flat(input_ids), flat(token_type_ids), flat(attention_mask), deterministic)
+        pooled = _classifier_dropout(cfg)(pooled, deterministic=deterministic)
+        logits = dense(cfg, 1, self.dtype, "classifier")(pooled)  # (B·C, 1)
+        return logits.reshape(B, C).astype(jnp.float32)
+
+
 # Hugging Face architecture name → (our module, its parameter groups besides "bert")
 ARCHITECTURES = {
     "BertModel": (BertModel, frozenset()),
     "BertForPreTraining": (BertForPreTraining, frozenset({"predictions", "seq_relationship"})),
     "BertForMaskedLM": (BertForMaskedLM, frozenset({"predictions"})),
     "BertForSequenceClassification": (BertForSequenceClassification, frozenset({"classifier"})),
+    "BertForQuestionAnswering": (BertForQuestionAnswering, frozenset({"qa_outputs"})),
+    "BertForTokenClassification": (BertForTokenClassification, frozenset({"classifier"})),
+    "BertForMultipleChoice": (BertForMultipleChoice, frozenset({"classifier"})),
 }
+# those whose params["bert"] has no pooler (HF's add_pooling_layer=False)
+POOLER_FREE = frozenset({"BertForQuestionAnswering", "BertForTokenClassification"})
 
 
-def architecture_of(groups) -> str:
-    """The architecture whose parameter tree has exactly the top-level keys `groups`."""
+def choose_architecture(groups, pooler: Optional[bool] = None, width: Optional[int] = None,
+                        num_labels: Optional[int] = None, name: Optional[str] = None,
+                        where: str = "params") -> str:
+    """The architecture with top-level parameter groups `groups`.
+
+    `name` (config.json's, when known) wins among those. Otherwise the tree's shape narrows
+    them: `pooler` (present in "bert"), `width` (of the classifier: 1 for multiple choice,
+    num_labels for sequence and token classification). A clue that rules out every candidate
+    is skipped, so shape checks downstream can name the mismatch. Still several → refused.
+    """
     keys = frozenset(groups)
-    for name, (_, heads) in ARCHITECTURES.items():
-        if keys == heads | {"bert"}:
-            return name
-    raise BertJaxError(f"params: unsupported parameter groups {sorted(keys)}")
+    fits = [n for n, (_, heads) in ARCHITECTURES.items() if keys == heads | {"bert"}]
+    if not fits:
+        raise BertJaxError(f"{where}: unsupported parameter groups {sorted(keys)}")
+    if name in fits:
+        return name
+    choice = "BertForMultipleChoice"
+    clues = [lambda n: pooler is None or (n not in POOLER_FREE) == pooler,
+             lambda n: width is None or n != choice or width == 1,
+             lambda n: None in (width, num_labels) or n == choice or width == num_labels]
+    for clue in clues:
+        fits = [n for n in fits if clue(n)] or fits
+    if len(fits) > 1:
+        raise BertJaxError(f"{where}: the parameters fit {' and '.join(fits)} alike; name the "
+                           f"architecture (config.json \"architectures\")")
+    return fits[0]
 
 
-def model_for_params(config: BertConfig, params, dtype=jnp.float32) -> nn.Module:
-    """The module whose parameter tree has exactly the top-level keys of `params`.
+def architecture_of(params, config: Optional[BertConfig] = None,
+                    name: Optional[str] = None) -> str:
+    """The architecture of a params tree (or of bare group names), `name` choosing where the
+    tree alone cannot (see choose_architecture)."""
+    pooler = width = None
+    if isinstance(params, Mapping):
+        if isinstance(params.get("bert"), Mapping):
+            pooler = "pooler" in params["bert"]
+        kernel = params.get("classifier")
+        kernel = kernel.get("kernel") if isinstance(kernel, Mapping) else None
+        width = kernel.shape[-1] if hasattr(kernel, "shape") else None
+    return choose_architecture(params, pooler, width, config and config.num_labels, name)
+
+
+def model_for_params(config: BertConfig, params, dtype=jnp.float32,
+                     name: Optional[str] = None) -> nn.Module:
+    """The module whose parameter tree `params` is (architecture_of; `name` as there).
 
     A bare BertModel is applied to params["bert"], the others to the whole tree.
     """
-    module, _ = ARCHITECTURES[architecture_of(params)]
+    module, _ = ARCHITECTURES[architecture_of(params, config, name)]
     return module(config, dtype)

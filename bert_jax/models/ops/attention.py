@@ -28,15 +28,20 @@ def attention(q, k, v, mask, *, dropout_rate: float = 0.0, dropout_rng=None,
     if dropout_rate == 0.0:
         return jax.nn.dot_product_attention(q, k, v, mask=mask)  # (B, L, N, D)
 
-    @jax.checkpoint
-    def probs(q, k):
-        q = q / jnp.sqrt(q.shape[-1]).astype(dtype)
-        scores = jnp.einsum("...qhd,...khd->...hqk", q, k)  # (B, N, L, L)
-        scores = jnp.where(mask, scores, jnp.finfo(dtype).min)
-        return jax.nn.softmax(scores.astype(jnp.float32))
+    probs = jax.checkpoint(lambda q, k: attention_probs(q, k, mask, dtype))
 
     # batched products stay in `dtype`: XLA:CPU has no bfloat16 x bfloat16 = float32 kernel
     # for some of their gradients (and they are a small share of a step's FLOPs)
     p = dropout(dropout_rng, probs(q.astype(dtype), k.astype(dtype)),
                 1.0 - dropout_rate).astype(dtype)
     return jnp.einsum("...hqk,...khd->...qhd", p, v.astype(dtype))  # (B, L, N, D)
+
+
+def attention_probs(q, k, mask, dtype=jnp.float32) -> jax.Array:
+    """(B, N, L, L) float32 softmax probabilities of q (B, L, N, D) over the unmasked keys of
+    k, products in `dtype`: the dropout path's, and BertModel(output_attentions=True)'s, which
+    computes them beside the fused default path rather than changing it."""
+    q = q / jnp.sqrt(q.shape[-1]).astype(dtype)
+    scores = jnp.einsum("...qhd,...khd->...hqk", q, k)  # (B, N, L, L)
+    scores = jnp.where(mask, scores, jnp.finfo(dtype).min)
+    return jax.nn.softmax(scores.astype(jnp.float32))
