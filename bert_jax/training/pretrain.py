@@ -86,8 +86,10 @@ def pretrain(cfg: pretrain_config.PretrainConfig, workdir: str) -> dict[str, flo
 
 
 def check_inputs(cfg: pretrain_config.PretrainConfig, workdir: str):
-    """Read every input the run names before anything is written into the workdir, so a bad
-    one leaves an existing workdir exactly as it was (and costs no slow work). Returns the
+    """Check every input the run names before anything is written into the workdir, so a bad
+    one leaves an existing workdir exactly as it was (and costs no slow work): a prepared set
+    is verified, raw text files must exist (their text is read, streamed, when the data is
+    prepared, before the workdir's config is written). Returns the
     params of cfg.init_from, or None when there is none or the run resumes (it never reads
     init_from then)."""
     pretrain_data.check(cfg)
