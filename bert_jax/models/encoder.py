@@ -202,11 +202,14 @@ class BertModel(nn.Module):
     first two fields are those, bit for bit.
     `attention_mask` is 1 for real tokens and 0 for padding; padded keys are never attended to.
     `remat` recomputes each encoder layer in the backward pass (see Encoder).
+    `add_pooling_layer=False` (HF's name) makes no pooler weights and returns None for pooled:
+    the per-position task models (question answering, token classification) have none.
     """
 
     config: BertConfig
     dtype: jnp.dtype = jnp.float32
     remat: bool = False
+    add_pooling_layer: bool = True
 
     @nn.compact
     def __call__(self, input_ids, token_type_ids=None, attention_mask=None,
@@ -222,7 +225,8 @@ class BertModel(nn.Module):
             x, attention_mask, deterministic, output_hidden_states, output_attentions)
         full = output_hidden_states or output_attentions
         x, hidden_states, attentions = x if full else (x, None, None)
-        pooled = Pooler(self.config, self.dtype, name="pooler")(x)
+        pooled = (Pooler(self.config, self.dtype, name="pooler")(x) if self.add_pooling_layer
+                  else None)
         return BertOutput(x, pooled, hidden_states, attentions) if full else (x, pooled)
 
 

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 
 from bert_jax.errors import BertJaxError
 from bert_jax.models.config import BertConfig
-from bert_jax.models.encoder import BertModel, Embeddings, Encoder, dense, word_embeddings
+from bert_jax.models.encoder import BertModel, dense, word_embeddings
 from bert_jax.models.heads import MlmHead, NspHead, gather_positions
 
 
@@ -90,8 +90,7 @@ class BertForSequenceClassification(nn.Module):
         cfg = self.config
         _, pooled = BertModel(cfg, self.dtype, self.remat, name="bert")(
             input_ids, token_type_ids, attention_mask, deterministic)
-        rate = cfg.hidden_dropout_prob if cfg.classifier_dropout is None else cfg.classifier_dropout
-        pooled = nn.Dropout(rate)(pooled, deterministic=deterministic)
+        pooled = _classifier_dropout(cfg)(pooled, deterministic=deterministic)
         logits = dense(cfg, cfg.num_labels, self.dtype, "classifier")(pooled)
         return logits.astype(jnp.float32)
 
@@ -100,30 +99,6 @@ def _classifier_dropout(cfg: BertConfig) -> nn.Dropout:
     """HF's rule: classifier_dropout when set, else hidden_dropout_prob."""
     return nn.Dropout(cfg.hidden_dropout_prob if cfg.classifier_dropout is None
                       else cfg.classifier_dropout)
-
-
-class _BertWithoutPooler(nn.Module):
-    """BertModel's embeddings and encoder only (HF's add_pooling_layer=False): the per-position
-    task models have no pooler weights, in HF checkpoints or in ours. Parameter names are
-    BertModel's, so params["bert"] is BertModel's tree less `pooler`.
-
-    Returns sequence_output (B, L, H) float32.
-    """
-
-    config: BertConfig
-    dtype: jnp.dtype = jnp.float32
-    remat: bool = False
-
-    @nn.compact
-    def __call__(self, input_ids, token_type_ids, attention_mask, deterministic: bool):
-        if token_type_ids is None:
-            token_type_ids = jnp.zeros_like(input_ids)
-        if attention_mask is None:
-            attention_mask = jnp.ones_like(input_ids)
-        x = Embeddings(self.config, self.dtype, name="embeddings")(
-            input_ids, token_type_ids, deterministic)
-        return Encoder(self.config, self.dtype, self.remat, name="encoder")(
-            x, attention_mask, deterministic)
 
 
 class BertForQuestionAnswering(nn.Module):
@@ -144,8 +119,8 @@ class BertForQuestionAnswering(nn.Module):
         if cfg.num_labels != 2:
             raise BertJaxError(f"id2label: question answering needs 2 labels (start, end), got "
                                f"{cfg.num_labels}")
-        x = _BertWithoutPooler(cfg, self.dtype, self.remat, name="bert")(
-            input_ids, token_type_ids, attention_mask, deterministic)
+        x = BertModel(cfg, self.dtype, self.remat, add_pooling_layer=False, name="bert")(
+            input_ids, token_type_ids, attention_mask, deterministic)[0]
         logits = dense(cfg, 2, self.dtype, "qa_outputs")(x).astype(jnp.float32)  # (B, L, 2)
         return logits[..., 0], logits[..., 1]
 
@@ -164,8 +139,8 @@ class BertForTokenClassification(nn.Module):
     def __call__(self, input_ids, token_type_ids=None, attention_mask=None,
                  deterministic: bool = True):
         cfg = self.config
-        x = _BertWithoutPooler(cfg, self.dtype, self.remat, name="bert")(
-            input_ids, token_type_ids, attention_mask, deterministic)
+        x = BertModel(cfg, self.dtype, self.remat, add_pooling_layer=False, name="bert")(
+            input_ids, token_type_ids, attention_mask, deterministic)[0]
         x = _classifier_dropout(cfg)(x, deterministic=deterministic)
         return dense(cfg, cfg.num_labels, self.dtype, "classifier")(x).astype(jnp.float32)
 
