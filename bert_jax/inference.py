@@ -1,4 +1,5 @@
-"""Using a model: class probabilities per row, fill-mask top-k, sentence and token embeddings.
+"""Using a model: class probabilities per row, answers to questions, a tag per word, fill-mask
+top-k, sentence and token embeddings.
 
 Every entry point takes a model path `load_pretrained` reads (our model dir, a Hugging Face dir,
 a pretraining workdir) or a fine-tuning workdir (its best model, WORKDIR/model).
@@ -15,13 +16,18 @@ import numpy as np
 
 from bert_jax.checkpoints import paths
 from bert_jax.checkpoints.model_dir import load_pretrained
-from bert_jax.data import batches, tokenizer
+from bert_jax.data import batches, qa_answers, squad, tokenizer
+from bert_jax.data import token_classification as tagging
 from bert_jax.errors import BertJaxError
-from bert_jax.models import BertForMaskedLM, BertForSequenceClassification, BertModel
+from bert_jax.models import (BertForMaskedLM, BertForQuestionAnswering,
+                             BertForSequenceClassification, BertForTokenClassification, BertModel)
+from bert_jax.models.task_models import architecture_of
 from bert_jax.training import xla_options
 
 
 _HEADS = {"classifier": "has no classifier head{} (fine-tune it first with `bert-jax finetune`)",
+          "qa_outputs": "has no question-answering head{} (fine-tune it first with `bert-jax "
+                        "finetune --task question-answering`)",
           "predictions": "has no masked-LM head{} (a BertModel such as all-MiniLM-L6-v2 cannot "
                          "fill masks; use a BertForPreTraining / BertForMaskedLM)"}
 
@@ -74,10 +80,56 @@ def check_sizes(config, max_length: int, batch_size: int, pairs: bool = False) -
                            f"max_position_embeddings ({config.max_position_embeddings})")
 
 
-def _run_batched(fn, arrays: dict, batch_size: int) -> np.ndarray:
-    """fn(batch) over every row in fixed-shape batches; padded rows dropped."""
-    return np.concatenate([np.asarray(fn(b))[:n] for b, n in batches.eval_batches(arrays,
-                                                                                   batch_size)])
+def _run_batched(fn, arrays: dict, batch_size: int):
+    """fn(batch) over every row in fixed-shape batches; padded rows dropped. fn may return a
+    tuple of arrays (start and end logits): so does this."""
+    parts = [jax.tree.map(lambda x, n=n: np.asarray(x)[:n], fn(b))
+             for b, n in batches.eval_batches(arrays, batch_size)]
+    return jax.tree.map(lambda *xs: np.concatenate(xs), *parts)
+
+
+def require_architecture(config, params, architecture: str, where: str = "") -> None:
+    """Refuse a model of another task (a sequence classifier given to tag words), naming it."""
+    found = architecture_of(params, config)
+    if found != architecture:
+        raise BertJaxError(f"model{' ' + where if where else ''}: is a {found}, this needs a "
+                           f"{architecture}")
+
+
+def answer_questions(config, params, tok, questions: Sequence[str], contexts: Sequence[str],
+                     ids: Optional[Sequence[str]] = None, max_length: int = 384,
+                     doc_stride: int = 128, batch_size: int = 32, max_answer_length: int = 30,
+                     n_best: int = 20, version_2: bool = False,
+                     null_threshold: float = 0.0) -> list[dict]:
+    """The best span of each context for its question, as fine-tuning scores them: every
+    window of the context (data/squad.features), the n-best start ≤ end pairs of each
+    (data/qa_answers). One dict per question: id, answer, score (start + end logit), start,
+    end (character offsets into the context; "" and -1, -1 for no answer, SQuAD 2.0 only)."""
+    require_head(params, "qa_outputs")
+    check_sizes(config, max_length, batch_size, pairs=True)
+    ids = [str(i) for i in range(len(questions))] if ids is None else [str(i) for i in ids]
+    examples = [squad.QAExample(i, q, c, (), ()) for i, q, c in zip(ids, questions, contexts)]
+    squad.check_examples(examples, "input", training=False)
+    feats = squad.features(tok, examples, max_length, doc_stride, training=False)
+    inputs = {k: feats[k] for k in ("input_ids", "token_type_ids", "attention_mask")}
+    apply = functools.partial(jitted(_span_logits), config, jax.device_put(params))
+    start, end = _run_batched(apply, inputs, batch_size)
+    return qa_answers.best_answers(start, end, feats, examples, n_best, max_answer_length,
+                                   version_2, null_threshold)
+
+
+def tag_words(config, params, tok, sentences: Sequence[Sequence[str]], max_length: int = 128,
+              batch_size: int = 32) -> list[list[str]]:
+    """One tag per word of each sentence (words as given: CoNLL tokens), read at each word's
+    first piece; a sentence longer than max_length is tagged window by window, never cut."""
+    require_architecture(config, params, "BertForTokenClassification")
+    check_sizes(config, max_length, batch_size)
+    feats = tagging.encode(tok, sentences, max_length)
+    inputs = {k: feats[k] for k in ("input_ids", "token_type_ids", "attention_mask")}
+    apply = functools.partial(jitted(_token_logits), config, jax.device_put(params))
+    logits = _run_batched(apply, inputs, batch_size)
+    ids = tagging.word_predictions(logits, feats, len(sentences), [len(s) for s in sentences])
+    return [[config.id2label[int(i)] for i in row] for row in ids]
 
 
 def predict_proba(config, params, tok, texts: Sequence[str], pairs: Optional[Sequence[str]] = None,
@@ -187,6 +239,18 @@ def _class_probabilities(config, params, batch) -> jax.Array:
     return jax.nn.softmax(logits, -1)
 
 
+def _span_logits(config, params, batch):
+    """(start (B, L), end (B, L)) logits of a BertForQuestionAnswering."""
+    return BertForQuestionAnswering(config).apply(
+        {"params": params}, batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
+
+
+def _token_logits(config, params, batch) -> jax.Array:
+    """(B, L, num_labels) logits of a BertForTokenClassification."""
+    return BertForTokenClassification(config).apply(
+        {"params": params}, batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
+
+
 def _pooled(config, pooling: str, normalize: bool, layers, params, batch) -> jax.Array:
     """(B, F) [CLS] or mean-of-real-tokens vectors, or (B, L, F) with pooling "none", of a
     BertModel's last layer or of the hidden states `layers` concatenated."""
@@ -209,7 +273,8 @@ def _pooled(config, pooling: str, normalize: bool, layers, params, batch) -> jax
     return out
 
 
-_STATIC = {_class_probabilities: (0,), _pooled: (0, 1, 2, 3)}  # hashable leading arguments
+_STATIC = {_class_probabilities: (0,), _span_logits: (0,), _token_logits: (0,),
+           _pooled: (0, 1, 2, 3)}  # hashable leading arguments
 
 
 @functools.cache

@@ -109,6 +109,9 @@ def merge_params(loaded: dict, fresh: dict, path: str) -> dict:
     """
     from flax import traverse_util
     merged = {}
+    loaded = dict(loaded)
+    if isinstance(loaded.get("bert"), dict) and isinstance(fresh.get("bert"), dict):
+        loaded["bert"] = _match_pooler(loaded["bert"], fresh["bert"], path)
     for group, params in fresh.items():
         if group not in loaded:
             log.warning("%s: has no %s parameters; they start from a fresh init", path, group)
@@ -131,3 +134,16 @@ def merge_params(loaded: dict, fresh: dict, path: str) -> dict:
     for group in sorted(set(loaded) - set(fresh)):
         log.warning("%s: ignoring its %s parameters (not part of this model)", path, group)
     return merged
+
+
+def _match_pooler(loaded: dict, fresh: dict, path: str) -> dict:
+    """The encoder's pooler follows the model being built: question answering and token
+    classification have none (HF's add_pooling_layer=False), so a pretrained one is left out;
+    a model that needs one, started from a checkpoint of those, gets a fresh one (as HF)."""
+    if "pooler" in loaded and "pooler" not in fresh:
+        log.info("%s: leaving out its pooler (this model has none)", path)
+        return {k: v for k, v in loaded.items() if k != "pooler"}
+    if "pooler" in fresh and "pooler" not in loaded:
+        log.warning("%s: has no pooler; it starts from a fresh init", path)
+        return dict(loaded, pooler=fresh["pooler"])
+    return loaded

@@ -11,6 +11,10 @@ import sys
 from bert_jax.cli import flags
 from bert_jax.errors import BertJaxError
 
+# the tasks of training/finetune_config.TASK_METRICS (not imported: --help must not load JAX)
+TASKS = ("sequence-classification", "question-answering", "token-classification",
+         "multiple-choice")
+
 
 def add_parsers(sub) -> None:
     p = sub.add_parser("pretrain", help="pretrain BERT (MLM + NSP) from raw text",
@@ -38,11 +42,17 @@ def add_parsers(sub) -> None:
                    help="tokenising processes (default config.prepare_workers; 0 = here)")
     p.set_defaults(run=prepare)
 
-    p = sub.add_parser("finetune", help="fine-tune a pretrained BERT for text classification",
-                       description="Flags override the --config file; --config.FIELD=VALUE any "
-                                   "field (see bert_jax/training/finetune_config.py)")
+    p = sub.add_parser(
+        "finetune", help="fine-tune a pretrained BERT: classification, question answering, "
+                         "token classification, multiple choice",
+        description="Flags override the --config file; --config.FIELD=VALUE any field (see "
+                    "bert_jax/training/finetune_config.py)")
     flags.add_common(p)
     p.add_argument("--config", default=None, help="Python config file (configs/finetune_*.py)")
+    p.add_argument("--task", default=None, choices=TASKS,
+                   help="default sequence-classification; question-answering: SQuAD json or "
+                        "id/question/context/answers records; token-classification: CoNLL "
+                        "text or tokens/tags lists; multiple-choice: SWAG columns")
     p.add_argument("--init", default=None,
                    help="our model dir, a pretraining workdir or a Hugging Face BERT dir")
     p.add_argument("--dataset", nargs="+", metavar=("NAME", "CONFIG"), default=None,
@@ -53,11 +63,22 @@ def add_parsers(sub) -> None:
     p.add_argument("--text-column", default=None)
     p.add_argument("--text-pair-column", default=None, help="second text of sentence pairs")
     p.add_argument("--label-column", default=None)
+    p.add_argument("--tokens-column", default=None, help="token classification: list of words")
+    p.add_argument("--tags-column", default=None, help="token classification: list of tags")
     p.add_argument("--workdir", default=None, help="run directory (default runs/finetune)")
     p.add_argument("--epochs", type=int, default=None)
     p.add_argument("--batch-size", type=int, default=None)
     p.add_argument("--learning-rate", type=float, default=None)
     p.add_argument("--max-seq-length", type=int, default=None)
+    p.add_argument("--doc-stride", type=int, default=None,
+                   help="question answering: tokens of context shared by consecutive windows "
+                        "(Hugging Face's meaning; the original run_squad's doc_stride is the step "
+                        "between window starts instead); default 128")
+    p.add_argument("--max-answer-length", type=int, default=None,
+                   help="question answering: longest answer in tokens (default 30)")
+    p.add_argument("--version-2-with-negative", action="store_true", default=None,
+                   help="question answering: SQuAD 2.0, questions may have no answer (also "
+                        "on when the data has such questions)")
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--dtype", choices=("float32", "bfloat16"), default=None)
     flags.add_multihost(p)
@@ -150,7 +171,10 @@ def finetune(args) -> int:
         validation_file=args.validation, test_file=args.test, text_column=args.text_column,
         text_pair_column=args.text_pair_column, label_column=args.label_column,
         epochs=args.epochs, batch_size=args.batch_size, learning_rate=args.learning_rate,
-        max_seq_length=args.max_seq_length, seed=args.seed, dtype=args.dtype)
+        max_seq_length=args.max_seq_length, seed=args.seed, dtype=args.dtype, task=args.task,
+        tokens_column=args.tokens_column, tags_column=args.tags_column,
+        doc_stride=args.doc_stride, max_answer_length=args.max_answer_length,
+        version_2_with_negative=args.version_2_with_negative)
     workdir = args.workdir or os.path.join("runs", "finetune")
     with _removed_on_bad_input(workdir):
         result, code = _run_job("finetune", lambda: run_finetuning(cfg, workdir))
@@ -158,10 +182,29 @@ def finetune(args) -> int:
         return code
     for split in ("validation", "test"):
         if split in result:
-            r = result[split]
-            print(f"{split} ({r['rows']} rows, epoch {result['best_epoch']}): accuracy "
-                  f"{r['accuracy']:.4f}, macro-F1 {r['macro_f1']:.4f}, MCC {r['mcc']:.4f}")
+            print(f"{split} (epoch {result['best_epoch']}): {_summary(cfg.task, result[split])}")
+    extra = (f", answers in {os.path.join(workdir, 'predictions.json')}"
+             if cfg.task == "question-answering" else "")
     print(f"best model: {os.path.join(workdir, paths.BEST_MODEL)} (bert_jax), "
           f"{os.path.join(workdir, paths.EXPORT)} (Hugging Face); scores in "
-          f"{os.path.join(workdir, 'metrics.json')}")
+          f"{os.path.join(workdir, 'metrics.json')}{extra}")
     return 0
+
+
+def _summary(task: str, r: dict) -> str:
+    """One line of the scores people report for `task`."""
+    if task == "question-answering":
+        line = f"{r['total']} questions: exact match {r['exact_match']:.2f}, F1 {r['f1']:.2f}"
+        if "HasAns_f1" in r:
+            line += f" (has answer F1 {r['HasAns_f1']:.2f}, no answer {r['NoAns_f1']:.2f})"
+        return line
+    if task == "token-classification":
+        line = f"{r['words']} words: accuracy {r['accuracy']:.4f}"
+        if "f1" in r:
+            line += (f", entity precision {r['precision']:.4f}, recall {r['recall']:.4f}, F1 "
+                     f"{r['f1']:.4f}")
+        return line
+    if task == "multiple-choice":
+        return f"{r['rows']} questions: accuracy {r['accuracy']:.4f}"
+    return (f"{r['rows']} rows: accuracy {r['accuracy']:.4f}, macro-F1 {r['macro_f1']:.4f}, "
+            f"MCC {r['mcc']:.4f}")

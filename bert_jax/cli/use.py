@@ -11,17 +11,44 @@ from bert_jax.cli import flags
 from bert_jax.errors import BertJaxError
 
 _FRAME_TYPES = (".csv", ".tsv", ".json", ".jsonl", ".parquet")
+_CONLL_TYPES = (".conll", ".txt", ".iob", ".bio", ".tsv")
+PREDICT_TASKS = ("sequence-classification", "question-answering", "token-classification")
+# the architecture a fine-tuned model of each task has (task_models.ARCHITECTURES)
+_TASK_OF = {"BertForQuestionAnswering": "question-answering",
+            "BertForTokenClassification": "token-classification"}
 
 
 def add_parsers(sub) -> None:
-    p = sub.add_parser("predict", help="class probabilities per row of a file")
+    p = sub.add_parser(
+        "predict", help="class probabilities per row, an answer per question or a tag per word",
+        description="sequence-classification: a row per input row with predicted_label and "
+                    "probabilities. question-answering: input rows with question and context "
+                    "(and optionally id); a jsonl line each with answer, score (start + end "
+                    "logit), start, end (character offsets into the context). "
+                    "token-classification: CoNLL text (a word per line, first column) or "
+                    "jsonl with a list of words per row; writes a tag per word, as CoNLL "
+                    "lines (word, tag) or jsonl (tokens, tags) by the output's extension.")
     flags.add_common(p)
     p.add_argument("model", help="fine-tuned model dir (ours or Hugging Face) or finetune workdir")
-    p.add_argument("--input", required=True, help="csv / tsv / json / jsonl / parquet / txt")
-    p.add_argument("--output", required=True, help="csv / tsv / json / jsonl / parquet")
+    p.add_argument("--task", default=None, choices=PREDICT_TASKS,
+                   help="default: the task the model was fine-tuned for (its architecture)")
+    p.add_argument("--input", required=True, help="csv / tsv / json / jsonl / parquet / txt; "
+                                                  "CoNLL text for token classification")
+    p.add_argument("--output", required=True,
+                   help="csv / tsv / json / jsonl / parquet; jsonl for question answering; "
+                        "jsonl or CoNLL text (.conll, .txt, …) for token classification")
     p.add_argument("--text-column", default="text")
     p.add_argument("--text-pair-column", default="")
-    p.add_argument("--max-seq-length", type=int, default=128)
+    p.add_argument("--tokens-column", default="tokens", help="token classification: words")
+    p.add_argument("--max-seq-length", type=int, default=None,
+                   help="default 128; 384 for question answering")
+    p.add_argument("--doc-stride", type=int, default=128,
+                   help="question answering: tokens shared by consecutive context windows")
+    p.add_argument("--max-answer-length", type=int, default=30,
+                   help="question answering: in tokens")
+    p.add_argument("--version-2-with-negative", action="store_true",
+                   help="question answering: answer \"\" when no span beats the null score")
+    p.add_argument("--null-score-threshold", type=float, default=0.0)
     p.add_argument("--batch-size", type=int, default=32)
     p.set_defaults(run=predict)
 
@@ -79,8 +106,20 @@ def _warn(command: str, warnings) -> None:
 def predict(args) -> None:
     from bert_jax import inference
     from bert_jax.checkpoints import atomic
+    from bert_jax.models.task_models import architecture_of
+    atomic.check_output_file(args.output, tuple(dict.fromkeys(_FRAME_TYPES + _CONLL_TYPES)),
+                             args.input)
+    config, params, tok = inference.load(args.model)
+    task = args.task or _TASK_OF.get(architecture_of(params, config), "sequence-classification")
+    if task == "question-answering":
+        return _predict_answers(args, config, params, tok)
+    if task == "token-classification":
+        return _predict_tags(args, config, params, tok)
     atomic.check_output_file(args.output, _FRAME_TYPES, args.input)
-    config, params, tok = inference.load(args.model, head="classifier")
+    from bert_jax.checkpoints import paths
+    inference.require_head(params, "classifier", paths.model_path(args.model))
+    if args.max_seq_length is None:
+        args.max_seq_length = 128
     table, texts, pairs = _read_texts(args.input, args.text_column, args.text_pair_column)
     length = _fit_length(args, config, tok, texts, pairs)
     probs = inference.predict_proba(config, params, tok, texts, pairs, length, args.batch_size)
@@ -94,6 +133,71 @@ def predict(args) -> None:
     counts = frame["predicted_label"].value_counts().to_dict()
     print(f"wrote {len(frame)} predictions to {args.output}: "
           + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+
+
+def _model_length(args, config, default: int) -> int:
+    """--max-seq-length (or `default`), clamped to the model's positions with one warning."""
+    length, limit = args.max_seq_length or default, config.max_position_embeddings
+    if length > limit:
+        _warn(args.command, [f"max_length {length} is more than the model's {limit} positions "
+                             f"(max_position_embeddings); using {limit}"])
+        length = limit
+    return length
+
+
+def _predict_answers(args, config, params, tok) -> None:
+    from bert_jax import inference
+    from bert_jax.checkpoints import atomic, paths
+    from bert_jax.data import classification as data
+    atomic.check_output_file(args.output, (".jsonl",), args.input)
+    inference.require_head(params, "qa_outputs", paths.model_path(args.model))
+    table = data.read_table(args.input)
+    data.check_columns(table, args.input, ["question", "context"])
+    questions = data.texts_of(table, "question", args.input)
+    contexts = data.texts_of(table, "context", args.input)
+    ids = data.texts_of(table, "id", args.input) if "id" in table.column_names else None
+    answers = inference.answer_questions(
+        config, params, tok, questions, contexts, ids, _model_length(args, config, 384),
+        args.doc_stride, args.batch_size, args.max_answer_length,
+        version_2=args.version_2_with_negative, null_threshold=args.null_score_threshold)
+    with atomic.atomic_file(args.output) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        for a in answers:
+            row = {"id": a["id"]} if ids is not None else {}
+            row.update(answer=a["answer"], score=a["score"], start=a["start"], end=a["end"])
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    empty = sum(not a["answer"] for a in answers)
+    print(f"wrote {len(answers)} answers to {args.output}"
+          + (f" ({empty} without an answer)" if empty else ""))
+
+
+def _predict_tags(args, config, params, tok) -> None:
+    from bert_jax import inference
+    from bert_jax.checkpoints import atomic, paths
+    from bert_jax.data import classification as data
+    from bert_jax.data import token_classification as tagging
+    out_ext = os.path.splitext(args.output)[1].lower()
+    atomic.check_output_file(args.output, (".jsonl",) + _CONLL_TYPES, args.input)
+    inference.require_architecture(config, params, "BertForTokenClassification",
+                                   paths.model_path(args.model))
+    if os.path.splitext(args.input)[1].lower() in (".jsonl", ".json", ".parquet"):
+        table = data.read_table(args.input)
+        data.check_columns(table, args.input, [args.tokens_column])
+        sentences = [list(map(str, row)) for row in table[args.tokens_column]]
+        bad = next((i for i, row in enumerate(sentences) if not row), None)
+        if bad is not None:
+            raise BertJaxError(f"{args.input}: row {bad + 1}: column {args.tokens_column!r} "
+                               f"has no words")
+    else:
+        sentences, _ = tagging.read_conll(args.input, tags=False)
+    tags = inference.tag_words(config, params, tok, sentences, _model_length(args, config, 128),
+                               args.batch_size)
+    with atomic.atomic_file(args.output) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        for words, row in zip(sentences, tags):
+            if out_ext == ".jsonl":
+                f.write(json.dumps({"tokens": words, "tags": row}, ensure_ascii=False) + "\n")
+            else:
+                f.write("".join(f"{w}\t{t}\n" for w, t in zip(words, row)) + "\n")
+    print(f"wrote {sum(map(len, tags))} tags for {len(tags)} sentences to {args.output}")
 
 
 def _write_frame(frame, path: str) -> None:

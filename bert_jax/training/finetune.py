@@ -1,10 +1,14 @@
-"""The fine-tuning job: a pretrained encoder + a fresh classifier, trained epoch by epoch with
-the shared skeleton, scored on validation after each epoch; the best epoch is kept.
+"""The fine-tuning job: a pretrained encoder + a fresh task head (training/tasks.py), trained
+epoch by epoch with the shared skeleton, scored on validation after each epoch; the best epoch
+is kept.
 
 WORKDIR gets finetune_config.json and labels.json at start, checkpoints/ (orbax, resumable),
 metrics.jsonl + tensorboard/, epochs.json (validation scores per epoch), model/ (the best
-epoch, our model dir, written when it is found), and at the end metrics.json (best validation
-and test scores) and export/ (a Hugging Face BertForSequenceClassification).
+epoch, our model dir, written when it is found; question answering adds predictions.json, the
+best epoch's validation answers by id), and at the end metrics.json (best validation and test
+scores, the task's headline scores also at its top level) and export/ (the task's Hugging Face
+class: BertForSequenceClassification, …QuestionAnswering, …TokenClassification,
+…MultipleChoice).
 """
 
 from __future__ import annotations
@@ -20,16 +24,15 @@ import numpy as np
 
 from bert_jax.checkpoints import atomic, model_dir, paths
 from bert_jax.checkpoints.huggingface import save_hf
-from bert_jax.data import batches, classification, tokenizer
+from bert_jax.data import batches, tokenizer
 from bert_jax.errors import BertJaxError
-from bert_jax.models import BertForSequenceClassification
 from bert_jax.training import loop, optim, run, sharding, steps
 from bert_jax.training.finetune_config import FinetuneConfig, optimizer_settings
 from bert_jax.training.metric_writer import parameter_table
-from bert_jax.training.scores import classification_scores
+from bert_jax.training.tasks import TASKS, EvalSplit
 
 log = logging.getLogger("bert_jax")
-_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
+PREDICTIONS = "predictions.json"
 
 
 def finetune(cfg: FinetuneConfig, workdir: str) -> dict:
@@ -45,34 +48,36 @@ def finetune(cfg: FinetuneConfig, workdir: str) -> dict:
     if cfg.max_seq_length > config.max_position_embeddings:
         raise BertJaxError(f"config.max_seq_length: {cfg.max_seq_length} exceeds the model's "
                            f"max_position_embeddings ({config.max_position_embeddings})")
-    files = {"train": cfg.train_file, "validation": cfg.validation_file, "test": cfg.test_file}
-    splits = classification.load_splits(cfg.dataset, cfg.dataset_config,
-                                        files if not cfg.dataset else None)
-    names, data = classification.prepare(splits, tok, cfg.text_column, cfg.text_pair_column,
-                                         cfg.label_column, cfg.max_seq_length)
-    if "validation" not in data:
+    task = TASKS[cfg.task]
+    prepared = task.prepare(cfg, tok)
+    if "validation" not in prepared.evals:
         raise BertJaxError(f"dataset {cfg.dataset}: has no labelled validation split")
-    config = config.replace(id2label=names)
+    best_metric = prepared.best_metric(cfg.best_metric)
+    names = prepared.names
+    config = task.configure(config, names)
     _check_workdir(workdir, cfg, names, main)
     # logged only now: a refused input or workdir is then the one line on stderr
-    log.info("rows: %s", ", ".join(f"{split} {len(d['labels'])}" for split, d in data.items()))
+    log.info("%s rows: %s", cfg.task, ", ".join(
+        [f"train {len(prepared.train['input_ids'])}"]
+        + [f"{split} {len(e.inputs['input_ids'])}" for split, e in prepared.evals.items()]))
 
-    train = data["train"]
+    train = prepared.train
     per_epoch = batches.steps_per_epoch(train, cfg.batch_size)
     total = per_epoch * cfg.epochs
     settings = optimizer_settings(cfg, total)
     schedule = optim.learning_rate_schedule(settings.learning_rate, settings.warmup_steps, total)
-    model = BertForSequenceClassification(config, jnp.dtype(cfg.dtype), remat=cfg.remat)
+    model = task.model(config, jnp.dtype(cfg.dtype), remat=cfg.remat)
     with run.run_context(workdir, cfg.seed, cfg.keep_checkpoints, cfg.checkpoint_every) as ctx:
         state = run.init_state(ctx, model, optim.make_optimizer(settings, schedule),
                                seq_len=cfg.max_seq_length, seed=cfg.seed,
-                               pretrained=init_params, source=cfg.init)
+                               pretrained=init_params, source=cfg.init,
+                               input_shape=(1,) + train["input_ids"].shape[1:])
         del init_params
         state = run.restore_latest(ctx, state)
         log.info("model %s\n%s", json.dumps(config.to_dict(), sort_keys=True),
                  parameter_table(sharding.fetch(state.params)))
-        step_fn = run.jit_train_step(ctx, steps.make_finetune_step(schedule), cfg.remat,
-                                     cfg.dtype)
+        step_fn = run.jit_train_step(ctx, steps.make_finetune_step(schedule, task.loss),
+                                     cfg.remat, cfg.dtype)
         logits_fn = run.jit_eval(ctx, steps.classification_logits)
         history = _read_json(os.path.join(workdir, "epochs.json"), [])
         pc, pi = jax.process_count(), jax.process_index()
@@ -86,15 +91,18 @@ def finetune(cfg: FinetuneConfig, workdir: str) -> dict:
                 desc=f"finetune epoch {epoch + 1}/{cfg.epochs}", postfix=("loss", "accuracy"),
                 on_nonfinite=cfg.on_nonfinite)
             step = int(sharding.fetch(state.step))
-            scores = score(ctx, logits_fn, state, data["validation"], cfg.eval_batch_size)
+            scores, predictions = score(ctx, logits_fn, state, prepared.evals["validation"],
+                                        cfg.eval_batch_size)
             ctx.writer.write(step, "validation", scores)
-            log.info("epoch %d validation: %s", epoch + 1, _fmt(scores))
-            if all(scores[cfg.best_metric] > h[cfg.best_metric] for h in history):
+            log.info("epoch %d validation: %s", epoch + 1, _fmt(scores, task.headline))
+            if all(scores[best_metric] > h[best_metric] for h in history):
                 best_params = sharding.fetch(state.params)
                 if main:
                     model_dir.save_model_dir(os.path.join(workdir, paths.BEST_MODEL), config,
                                              best_params, paths.vocab_files(cfg.init),
-                                             overwrite=True)
+                                             overwrite=True, architecture=task.architecture)
+                    if predictions is not None:
+                        atomic.write_json(os.path.join(workdir, PREDICTIONS), predictions)
             history.append(dict(scores, epoch=epoch + 1, step=step))
             if main:
                 atomic.write_json(os.path.join(workdir, "epochs.json"), history)
@@ -102,45 +110,49 @@ def finetune(cfg: FinetuneConfig, workdir: str) -> dict:
         ctx.checkpointer.wait()
         if best_params is None:  # every epoch ran before a resume: the best is on disk
             best_params = model_dir.load_model_dir(os.path.join(workdir, paths.BEST_MODEL))[1]
-        return _final(ctx, cfg, config, names, history, best_params, state, logits_fn, data)
+        return _final(ctx, cfg, task, best_metric, config, names, history, best_params, state,
+                      logits_fn, prepared.evals)
 
 
-def _final(ctx, cfg, config, names, history, best_params, state, logits_fn, data) -> dict:
+def _final(ctx, cfg, task, best_metric, config, names, history, best_params, state, logits_fn,
+           evals) -> dict:
     """Test scores of the best epoch, metrics.json, and the Hugging Face export."""
-    best = max(history, key=lambda h: h[cfg.best_metric])  # first of equals, as kept above
-    result = {"best_epoch": best["epoch"], "best_metric": cfg.best_metric, "labels": list(names),
+    best = max(history, key=lambda h: h[best_metric])  # first of equals, as kept above
+    result = {"task": cfg.task, **{k: best[k] for k in task.headline if k in best},
+              "best_epoch": best["epoch"], "best_metric": best_metric, "labels": list(names),
               "validation": best, "epochs": history}
-    if "test" in data:
+    if "test" in evals:
         params = jax.device_put(best_params, sharding.replicated(ctx.mesh))
-        result["test"] = score(ctx, logits_fn, state.replace(params=params), data["test"],
-                               cfg.eval_batch_size)
-        log.info("test (epoch %d): %s", best["epoch"], _fmt(result["test"]))
+        result["test"], _ = score(ctx, logits_fn, state.replace(params=params), evals["test"],
+                                  cfg.eval_batch_size)
+        log.info("test (epoch %d): %s", best["epoch"], _fmt(result["test"], task.headline))
     if ctx.is_main:
         atomic.write_json(os.path.join(ctx.workdir, "metrics.json"), result)
         save_hf(os.path.join(ctx.workdir, paths.EXPORT), config, best_params,
-                paths.vocab_files(cfg.init), overwrite=True)
+                paths.vocab_files(cfg.init), overwrite=True, architecture=task.architecture)
     return result
 
 
-def score(ctx, logits_fn, state, arrays: dict, batch_size: int) -> dict[str, float]:
-    """Loss, accuracy, macro-F1 and MCC over every row of a labelled split."""
-    outputs, rows = run.eval_outputs(ctx, logits_fn, state, {k: arrays[k] for k in _INPUTS},
-                                     batch_size)
-    logits = np.concatenate([out[:n] for out, n in zip(outputs, rows)])  # padding dropped
-    labels = arrays["labels"]
-    log_probs = logits - np.logaddexp.reduce(logits, axis=-1, keepdims=True)
-    scores = classification_scores(labels, logits.argmax(-1), logits.shape[-1])
-    scores["loss"] = float(-np.take_along_axis(log_probs, labels[:, None], 1).mean())
-    scores["rows"] = len(labels)
-    return scores
+def score(ctx, logits_fn, state, split: EvalSplit, batch_size: int) -> tuple[dict, object]:
+    """(scores, predictions) of the task over every row of a labelled split."""
+    outputs, rows = run.eval_outputs(ctx, logits_fn, state, split.inputs, batch_size)
+    trimmed = [jax.tree.map(lambda x, n=n: np.asarray(x)[:n], out)  # padding dropped
+               for out, n in zip(outputs, rows)]
+    logits = jax.tree.map(lambda *parts: np.concatenate(parts), *trimmed)
+    return split.score(logits)
 
 
 def _check_workdir(workdir, cfg, names, main):
-    """A workdir holds one task: refuse to resume a run with another label map."""
+    """A workdir holds one task: refuse to resume a run of another task or label map."""
     path = os.path.join(workdir, "labels.json")
     saved = _read_json(path, None)
-    if saved is not None and os.path.isdir(os.path.join(workdir, paths.CHECKPOINTS)) \
-            and tuple(saved) != tuple(names):
+    resuming = os.path.isdir(os.path.join(workdir, paths.CHECKPOINTS))
+    saved_task = _read_json(os.path.join(workdir, "finetune_config.json"), {}).get(
+        "task", "sequence-classification")
+    if resuming and saved is not None and saved_task != cfg.task:
+        raise BertJaxError(f"{workdir}: holds a {saved_task} run, this is {cfg.task}; use a new "
+                           f"workdir")
+    if resuming and saved is not None and tuple(saved) != tuple(names):
         raise BertJaxError(f"{workdir}: holds a run with labels {', '.join(saved)}, this data has "
                            f"{', '.join(names)}; use a new workdir")
     if main:
@@ -155,5 +167,5 @@ def _read_json(path, default):
         return json.load(f)
 
 
-def _fmt(scores: dict) -> str:
-    return ", ".join(f"{k} {scores[k]:.4f}" for k in ("accuracy", "macro_f1", "mcc", "loss"))
+def _fmt(scores: dict, headline) -> str:
+    return ", ".join(f"{k} {scores[k]:.4f}" for k in (*headline, "loss") if k in scores)

@@ -1,4 +1,4 @@
-"""FinetuneConfig: one fine-tuning run (sequence classification), saved beside its checkpoints.
+"""FinetuneConfig: one fine-tuning run (any task of training/tasks.py), saved beside its checkpoints.
 
 A config file's `get_config()` returns one; `FIELD=VALUE` overrides and keyword changes (the
 `bert-jax finetune` flags) override fields. The optimisation fields match PretrainConfig's, so
@@ -13,13 +13,23 @@ import typing
 from bert_jax.errors import BertJaxError
 from bert_jax.training import config_files
 
-METRICS = ("accuracy", "macro_f1", "mcc")
+# task → the validation metrics that can pick the kept epoch; the first is the default
+TASK_METRICS = {
+    "sequence-classification": ("mcc", "accuracy", "macro_f1"),
+    "question-answering": ("f1", "exact_match"),
+    "token-classification": ("f1", "accuracy", "precision", "recall"),  # f1: chunk tags only
+    "multiple-choice": ("accuracy",),
+}
+TASKS = tuple(TASK_METRICS)
+METRICS = tuple(dict.fromkeys(m for ms in TASK_METRICS.values() for m in ms))
 
 
 @dataclasses.dataclass(frozen=True)
 class FinetuneConfig:
     """Everything one fine-tuning run needs."""
 
+    task: str = "sequence-classification"  # | question-answering | token-classification |
+    #           multiple-choice
     # model
     init: str = ""  # our model dir, a pretraining workdir or a Hugging Face dir (required)
     dtype: str = "float32"  # computation dtype: float32 | bfloat16 (params stay float32)
@@ -33,7 +43,18 @@ class FinetuneConfig:
     text_column: str = "text"
     text_pair_column: str = ""  # second segment of sentence-pair tasks ("" = single text)
     label_column: str = "label"  # strings or integers; the label map is saved with the model
-    max_seq_length: int = 128  # longer texts are truncated (longest segment first)
+    max_seq_length: int = 128  # classification / multiple choice: longer texts are truncated
+    #   (longest segment first); question answering and token classification: split in windows
+    # token classification: CoNLL text files (word first, tag last) or these list columns
+    tokens_column: str = "tokens"
+    tags_column: str = "tags"  # strings, or integers with ClassLabel names
+    # question answering (SQuAD json, or id/question/context/answers records)
+    doc_stride: int = 128  # tokens shared by consecutive context windows (HF's stride)
+    max_answer_length: int = 30  # in tokens
+    n_best: int = 20  # start and end candidates per window
+    version_2_with_negative: bool = False  # SQuAD 2.0: unanswerable questions (set by the data
+    #   too: any example without an answer turns it on)
+    null_score_threshold: float = 0.0  # v2: answer "" when null score − best span score > this
     # optimisation
     epochs: int = 3
     batch_size: int = 32  # global train batch; the last ragged batch of an epoch is skipped
@@ -48,7 +69,9 @@ class FinetuneConfig:
     max_grad_norm: float = 1.0
     on_nonfinite: str = "stop"  # a NaN/Inf loss or gradient skips its update, then: stop | skip
     seed: int = 0  # seeds the classifier init, dropout and the batch order
-    best_metric: str = "mcc"  # validation metric that picks the kept epoch
+    best_metric: str = ""  # validation metric that picks the kept epoch ("" = the task's first
+    #   that the data has: mcc; SQuAD F1; entity F1, or word accuracy for tags that are not
+    #   chunks (POS); accuracy)
     # bookkeeping
     log_every: int = 10  # steps between train metric logs
     checkpoint_every: int = 100  # steps between checkpoints (and at every epoch end)
@@ -71,11 +94,16 @@ def validate(cfg: FinetuneConfig) -> FinetuneConfig:
                            "is chosen on it")
     config_files.check_fields(
         cfg, at_least_one=("max_seq_length", "epochs", "batch_size", "eval_batch_size",
-                           "log_every", "checkpoint_every", "keep_checkpoints"),
-        non_negative=("seed",),
-        choices={"dtype": ("float32", "bfloat16"), "optimizer": ("adamw", "lamb"),
-                 "best_metric": METRICS, "on_nonfinite": config_files.NONFINITE_POLICIES},
+                           "log_every", "checkpoint_every", "keep_checkpoints",
+                           "max_answer_length", "n_best"),
+        non_negative=("seed", "doc_stride"),
+        choices={"task": TASKS, "dtype": ("float32", "bfloat16"), "optimizer": ("adamw", "lamb"),
+                 "on_nonfinite": config_files.NONFINITE_POLICIES},
         fractions=("warmup_ratio",), positive=("learning_rate", "adam_eps", "max_grad_norm"))
+    metrics = TASK_METRICS[cfg.task]
+    if cfg.best_metric and cfg.best_metric not in metrics:
+        raise BertJaxError(f"config.best_metric: expected one of {', '.join(metrics)} for "
+                           f"{cfg.task}, got {cfg.best_metric!r}")
     return cfg
 
 

@@ -154,34 +154,50 @@ def make_pretrain_eval_step(spec: masking.MaskingSpec,
     return eval_step
 
 
-def make_finetune_step(schedule: Callable):
-    """finetune_step(state, batch, key): BertForSequenceClassification cross-entropy, one update.
+def sequence_loss(logits, batch: dict) -> dict:
+    """Sequence classification and multiple choice: cross-entropy of (B, C) logits."""
+    metrics = losses.classification(logits, batch["labels"], "cls")
+    return {"loss": metrics["cls_loss"], "accuracy": metrics["cls_accuracy"]}
 
-    `batch`: input_ids, token_type_ids, attention_mask (B, L), labels (B,). Dropout draws from
-    fold_in(key, state.step).
+
+def token_loss(logits, batch: dict) -> dict:
+    """Token classification: (B, L, C) logits against labels (B, L), -100 ignored."""
+    return losses.token_classification(logits, batch["labels"])
+
+
+def span_loss(logits, batch: dict) -> dict:
+    """Question answering: (start, end) logits against start_positions / end_positions."""
+    return losses.span(*logits, batch["start_positions"], batch["end_positions"])
+
+
+def make_finetune_step(schedule: Callable, task_loss: Callable = sequence_loss):
+    """finetune_step(state, batch, key): the task model's loss, one update.
+
+    `batch`: input_ids, token_type_ids, attention_mask ((B, L), or (B, C, L) for multiple
+    choice) and the targets `task_loss(outputs, batch)` reads; it returns {"loss", "accuracy"}
+    as (sum, denominator) over the whole batch, the loss minimised is their mean. Dropout draws
+    from fold_in(key, state.step).
     """
 
     def finetune_step(state: TrainState, batch: dict, key):
         dropout_key = rng.step_key(key, state.step)
-        total = batch["labels"].shape[0]
 
         def loss_fn(params, batch, key):
-            logits = state.apply_fn({"params": params}, batch["input_ids"],
-                                    batch["token_type_ids"], batch["attention_mask"],
-                                    deterministic=False, rngs={"dropout": key})
-            metrics = losses.classification(logits, batch["labels"], "cls")
-            return metrics["cls_loss"][0] / total, metrics
+            outputs = state.apply_fn({"params": params}, batch["input_ids"],
+                                     batch["token_type_ids"], batch["attention_mask"],
+                                     deterministic=False, rngs={"dropout": key})
+            metrics = task_loss(outputs, batch)
+            total, count = metrics["loss"]
+            return total / jnp.maximum(count, 1.0), metrics
 
         grads, metrics = accumulate_gradients(loss_fn, state.params, batch, dropout_key, 1)
-        new_state, metrics = apply_update(state, grads, metrics, schedule)
-        metrics["loss"] = metrics.pop("cls_loss")
-        metrics["accuracy"] = metrics.pop("cls_accuracy")
-        return new_state, metrics
+        return apply_update(state, grads, metrics, schedule)
 
     return finetune_step
 
 
 def classification_logits(state: TrainState, batch: dict):
-    """Eval: (B, C) float32 logits, no dropout; metrics are computed on the host from these."""
+    """Eval: the task model's float32 logits, no dropout ((B, C); (B, L, C) for tags; a
+    (start, end) pair of (B, L) for spans); metrics are computed on the host from these."""
     return state.apply_fn({"params": state.params}, batch["input_ids"], batch["token_type_ids"],
                           batch["attention_mask"], deterministic=True)

@@ -1,0 +1,170 @@
+"""Fine-tuning question answering, token classification and multiple choice end to end through
+`bert-jax finetune` / `predict` on tiny synthetic data: the scores written, the Hugging Face
+export loading in its transformers class and predicting what ours does, and a converted
+all-MiniLM-L6-v2 learning a tagging task."""
+
+import json
+import os
+import random
+import shutil
+
+import numpy as np
+import pytest
+import task_fixtures as fx
+
+from bert_jax import cli
+from bert_jax.checkpoints import model_dir
+from bert_jax.data import tokenizer
+from bert_jax.models import task_models
+
+
+@pytest.fixture(scope="module")
+def init(minilm_dir, tmp_path_factory):
+    """A random 2-layer H32 Hugging Face BertModel with MiniLM's real vocabulary."""
+    import torch
+    import transformers
+    base = tmp_path_factory.mktemp("tasks")
+    torch.manual_seed(0)
+    transformers.BertModel(transformers.BertConfig(
+        vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=64)).save_pretrained(base / "init")
+    for name in ("vocab.txt", "tokenizer.json"):
+        shutil.copy(os.path.join(minilm_dir, name), base / "init" / name)
+    return base
+
+
+def finetune(workdir, init_dir, task, train, validation, *extra):
+    code = cli.main(["finetune", "--task", task, "--init", str(init_dir), "--train", str(train),
+                     "--validation", str(validation), "--workdir", str(workdir),
+                     "--batch-size", "8", "--epochs", "2", "--learning-rate", "1e-3",
+                     "--config.eval_batch_size=8", "--config.log_every=2", *extra])
+    assert code == 0
+    return json.load(open(os.path.join(workdir, "metrics.json")))
+
+
+def hf_parity(workdir, architecture, inputs):
+    """Our best model and its export in transformers give the same logits (≤ 1e-4), and the
+    export loads with no missing or unexpected keys."""
+    import torch
+    import transformers
+    config, params = model_dir.load_pretrained(str(workdir / "model"))
+    assert task_models.architecture_of(params, config) == architecture
+    ours = task_models.model_for_params(config, params).apply({"params": params}, *inputs)
+    hf, info = getattr(transformers, architecture).from_pretrained(
+        str(workdir / "export"), output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"], info
+    with torch.no_grad():
+        ids, types, mask = (torch.tensor(np.asarray(x), dtype=torch.long) for x in inputs)
+        out = hf.eval()(input_ids=ids, token_type_ids=types, attention_mask=mask)
+    theirs = (out.start_logits, out.end_logits) if architecture.endswith("Answering") else \
+        (out.logits,)
+    ours = ours if isinstance(ours, tuple) else (ours,)
+    for a, b in zip(ours, theirs):
+        np.testing.assert_allclose(np.asarray(a), b.numpy(), atol=1e-4)
+
+
+def test_question_answering(init, tmp_path):
+    files = fx.qa_files(tmp_path, train=48, validation=16)
+    work = tmp_path / "qa"
+    # contexts of ~50 tokens in windows of 40: every example has 2+ windows
+    result = finetune(work, init / "init", "question-answering", files["train"],
+                      files["validation"], "--max-seq-length", "40", "--doc-stride", "12")
+    assert result["task"] == "question-answering" and result["best_metric"] == "f1"
+    assert 0 <= result["exact_match"] <= result["f1"] <= 100
+    assert result["validation"]["total"] == 16 and result["validation"]["windows"] > 16
+    predictions = json.load(open(work / "predictions.json"))
+    records = {r["id"]: r for r in json.load(open(files["validation"]))["data"][0]["paragraphs"]
+               for r in [dict(r["qas"][0], context=r["context"])]}
+    assert set(predictions) == set(records)
+    assert all(p in records[i]["context"] for i, p in predictions.items())
+    # the export is a BertForQuestionAnswering that predicts what ours does
+    tok = tokenizer.load(str(init / "init"))
+    enc = tokenizer.encode_batch(tok, ["what is the colour of the car ?"],
+                                 [records["q0"]["context"]], 40, pad=True)
+    hf_parity(work, "BertForQuestionAnswering",
+              (enc["input_ids"], enc["token_type_ids"], enc["attention_mask"]))
+    # predict: one jsonl line per question, the answer at its character offsets
+    q = tmp_path / "questions.jsonl"
+    q.write_text("".join(json.dumps({"id": i, "question": r["question"],
+                                     "context": r["context"]}) + "\n"
+                         for i, r in records.items()), encoding="utf-8")
+    assert cli.main(["predict", str(work), "--input", str(q), "--output",
+                     str(tmp_path / "a.jsonl"), "--max-seq-length", "40",
+                     "--doc-stride", "12"]) == 0
+    answers = [json.loads(line) for line in open(tmp_path / "a.jsonl")]
+    assert [a["id"] for a in answers] == list(records)
+    for a in answers:
+        assert set(a) == {"id", "answer", "score", "start", "end"}
+        assert records[a["id"]]["context"][a["start"]:a["end"]] == a["answer"]
+        assert a["answer"] == predictions[a["id"]]  # the same rule as fine-tuning's scores
+
+
+def test_token_classification(init, tmp_path):
+    files = fx.tagging_files(tmp_path, train=48, validation=16, length=30)
+    work = tmp_path / "ner"
+    # 30 words in windows of 16 tokens: every sentence is split, never cut
+    result = finetune(work, init / "init", "token-classification", files["train"],
+                      files["validation"], "--max-seq-length", "16")
+    assert result["labels"] == ["O", "B-LOC", "B-PER", "I-PER"]
+    for key in ("accuracy", "precision", "recall", "f1"):
+        assert 0 <= result[key] <= 1
+    assert result["validation"]["words"] == 16 * 30
+    tok = tokenizer.load(str(init / "init"))
+    enc = tokenizer.encode_batch(tok, ["john smith went to paris"], None, 16, pad=True)
+    hf_parity(work, "BertForTokenClassification",
+              (enc["input_ids"], enc["token_type_ids"], enc["attention_mask"]))
+    # predict: a tag per word, CoNLL in, CoNLL or jsonl out
+    sentences = [["john", "smith", "went", "to", "paris"], ["lucy"] * 20]
+    (tmp_path / "in.conll").write_text("".join(
+        "".join(w + "\n" for w in s) + "\n" for s in sentences), encoding="utf-8")
+    for out in ("out.conll", "out.jsonl"):
+        assert cli.main(["predict", str(work), "--input", str(tmp_path / "in.conll"),
+                         "--output", str(tmp_path / out), "--max-seq-length", "16"]) == 0
+    rows = [json.loads(line) for line in open(tmp_path / "out.jsonl")]
+    assert [r["tokens"] for r in rows] == sentences
+    assert all(len(r["tags"]) == len(r["tokens"]) and set(r["tags"]) <= set(result["labels"])
+               for r in rows)
+    conll = [line.split("\t") for line in open(tmp_path / "out.conll").read().split("\n")
+             if line]
+    assert [w for w, _ in conll] == sum(sentences, [])
+    assert [t for _, t in conll] == sum((r["tags"] for r in rows), [])
+
+
+def test_multiple_choice(init, tmp_path):
+    files = fx.swag_files(tmp_path, train=32, validation=16)
+    work = tmp_path / "swag"
+    result = finetune(work, init / "init", "multiple-choice", files["train"],
+                      files["validation"], "--max-seq-length", "16")
+    assert result["best_metric"] == "accuracy" and 0 <= result["accuracy"] <= 1
+    assert result["validation"]["rows"] == 16
+    tok = tokenizer.load(str(init / "init"))
+    enc = tokenizer.encode_batch(tok, ["the car is"] * 4,
+                                 [f"painted {c}" for c in fx.COLOURS[:4]], 16, pad=True)
+    hf_parity(work, "BertForMultipleChoice",
+              tuple(enc[k].reshape(1, 4, 16) for k in ("input_ids", "token_type_ids",
+                                                       "attention_mask")))
+
+
+def test_minilm_learns_a_tagging_task(minilm_dir, tmp_path):
+    """Converted all-MiniLM-L6-v2 on tags that the words decide: ≥ 95% word accuracy."""
+    files = fx.tagging_files(tmp_path, train=160, validation=40, seed=1)
+    result = finetune(tmp_path / "run", minilm_dir, "token-classification", files["train"],
+                      files["validation"], "--max-seq-length", "24",
+                      "--learning-rate", "5e-4", "--batch-size", "16", "--epochs", "1")
+    assert result["accuracy"] >= 0.95, result["validation"]
+    assert result["f1"] >= 0.9, result["validation"]
+
+
+def test_pooler_follows_the_model(init, tmp_path):
+    """A pooler-free task model started from a checkpoint with a pooler leaves it out; a
+    pooled one started from a pooler-free checkpoint gets a fresh one."""
+    rng = random.Random(0)
+    rows = [fx.tagged_sentence(rng) for _ in range(8)]
+    fresh = {"bert": {"embeddings": {"w": np.zeros(2)}}, "classifier": {"b": np.zeros(3)}}
+    loaded = {"bert": {"embeddings": {"w": np.ones(2)}, "pooler": {"w": np.ones(4)}}}
+    merged = model_dir.merge_params(loaded, fresh, "ckpt")
+    assert set(merged["bert"]) == {"embeddings"} and merged["bert"]["embeddings"]["w"][0] == 1
+    fresh_pooled = {"bert": {"embeddings": {"w": np.zeros(2)}, "pooler": {"w": np.zeros(4)}}}
+    merged = model_dir.merge_params({"bert": {"embeddings": {"w": np.ones(2)}}}, fresh_pooled,
+                                    "ckpt")
+    assert merged["bert"]["pooler"]["w"].sum() == 0 and len(rows) == 8
