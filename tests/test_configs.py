@@ -39,3 +39,25 @@ def test_overrides_are_typed():
 def test_missing_config_file():
     with pytest.raises(BertJaxError, match="config file not found"):
         load_config("configs/nope.py")
+
+
+@pytest.mark.parametrize("path", sorted(glob.glob(os.path.join(ROOT, "configs", "finetune_*.py"))))
+def test_shipped_finetune_configs_load(path):
+    from bert_jax.training import finetune_config
+    cfg = finetune_config.load_config(path, init="model", train_file="t", validation_file="v")
+    assert cfg.best_metric in finetune_config.TASK_METRICS[cfg.task]
+
+
+def test_squad_recipe_is_the_papers():
+    from bert_jax.training import finetune_config
+    cfg = finetune_config.load_config(os.path.join(ROOT, "configs", "finetune_squad.py"),
+                                      init="model", train_file="t", validation_file="v")
+    assert (cfg.task, cfg.epochs, cfg.learning_rate, cfg.batch_size, cfg.max_seq_length,
+            cfg.doc_stride) == ("question-answering", 2, 3e-5, 32, 384, 128)
+
+
+def test_cli_tasks_are_the_configs():
+    from bert_jax.cli import jobs, use
+    from bert_jax.training import finetune_config
+    assert jobs.TASKS == finetune_config.TASKS
+    assert set(use.PREDICT_TASKS) <= set(finetune_config.TASKS)
