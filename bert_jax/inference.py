@@ -110,7 +110,8 @@ def answer_questions(config, params, tok, questions: Sequence[str], contexts: Se
     ids = [str(i) for i in range(len(questions))] if ids is None else [str(i) for i in ids]
     examples = [squad.QAExample(i, q, c, (), ()) for i, q, c in zip(ids, questions, contexts)]
     squad.check_examples(examples, "input", training=False)
-    feats = squad.features(tok, examples, max_length, doc_stride, training=False)
+    feats = squad.features(tok, examples, max_length, doc_stride, training=False,
+                           where="input")
     inputs = {k: feats[k] for k in ("input_ids", "token_type_ids", "attention_mask")}
     apply = functools.partial(jitted(_span_logits), config, jax.device_put(params))
     start, end = _run_batched(apply, inputs, batch_size)

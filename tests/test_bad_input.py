@@ -20,6 +20,7 @@ import datasets  # noqa: F401  (imported here: its stderr log handler must outli
 import numpy as np
 import pytest
 from conftest import make_hf_model
+from task_fixtures import squad_json, write_conll
 
 from bert_jax import cli
 
@@ -32,6 +33,7 @@ WORDS = ("the a an and of to in is was it he she they we you i that this for on 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", ",", "!", "?", *WORDS]
 VOCAB += [f"##{c}" for c in "abcdefghijklmnopqrstuvwxyz"][:97 - len(VOCAB)]
 assert len(VOCAB) == 97 and len(set(VOCAB)) == 97
+TAGS = {0: "O", 1: "B-X", 2: "I-X"}
 LONG = " ".join(["the cat sat on the mat and the dog read a book ."] * 5)  # 65 tokens > 40
 
 
@@ -53,6 +55,11 @@ def b(tmp_path_factory):
                                                                "BertForSequenceClassification"),
                                ("hf_base", "BertModel")):
         make_hf_model(root / name, architecture)
+        (root / name / "vocab.txt").write_text(vocab, encoding="utf-8")
+    # fine-tuned models of the span and tagging tasks (an HF directory is a valid MODEL)
+    make_hf_model(root / "hf_qa", "BertForQuestionAnswering")
+    make_hf_model(root / "hf_tag", "BertForTokenClassification", id2label=TAGS)
+    for name in ("hf_qa", "hf_tag"):
         (root / name / "vocab.txt").write_text(vocab, encoding="utf-8")
     for src, dst in (("hf", "ours"), ("hf_cls", "ours_cls")):
         config, params = convert.load_hf(p(src))
@@ -133,6 +140,7 @@ class Case:
     argv: list
     needle: str  # must appear in the one stderr line
     absent: tuple = ()  # a brand-new workdir / destination that must not be left behind
+    also: tuple = ()  # further parts the line must contain, wherever they are in it
 
 
 CASES = {}
@@ -611,6 +619,205 @@ def finetune_workdir_of_another_task(b, t):
                                 f"has neg, pos")
 
 
+# finetune: question answering, token classification, multiple choice (data from VOCAB words)
+
+QA_CONTEXT = "the cat sat on the mat . the dog read a book ."
+QA = (("the cat sat on the ?", "mat"), ("the dog read a ?", "book"),
+      ("? sat on the mat", "cat"), ("the ? read a book", "dog"))
+
+
+def qa_records(n=4):
+    """Records in the Hugging Face `squad` layout: id, question, context, answers."""
+    out = []
+    for i in range(n):
+        question, answer = QA[i % len(QA)]
+        start = QA_CONTEXT.index(f" {answer} ") + 1
+        out.append({"id": f"q{i}", "question": question, "context": QA_CONTEXT,
+                    "answers": {"text": [answer], "answer_start": [start]}})
+    return out
+
+
+def write_jsonl(file, rows) -> str:
+    with open(file, "w", encoding="utf-8") as f:
+        f.writelines(json.dumps(r) + "\n" for r in rows)
+    return str(file)
+
+
+def qa_finetune(b, t, *extra, train=None, validation=None):
+    """finetune --task question-answering on good SQuAD JSON unless train / validation given;
+    32 tokens fit question and context in one window."""
+    if train is None:
+        squad_json(t / "train.json", qa_records())
+        train = t / "train.json"
+    if validation is None:
+        squad_json(t / "dev.json", qa_records())
+        validation = t / "dev.json"
+    return finetune(b, t, "--task", "question-answering", "--max-seq-length", "32", *extra,
+                    train=train, validation=validation)
+
+
+TAGGED = ((("the", "cat", "sat", "on", "the", "mat"), ("O", "B-X", "O", "O", "O", "B-X")),
+          (("a", "good", "film", "and", "a", "bad", "book"),
+           ("O", "B-X", "I-X", "O", "O", "B-X", "I-X")),
+          (("she", "read", "a", "great", "story"), ("O", "O", "O", "B-X", "I-X")))
+
+
+def tag_finetune(b, t, *extra, train=None, validation=None):
+    """finetune --task token-classification on good CoNLL files unless train / validation
+    given."""
+    words, tags = [w for w, _ in TAGGED], [g for _, g in TAGGED]
+    if train is None:
+        write_conll(t / "train.conll", words, tags)
+        train = t / "train.conll"
+    if validation is None:
+        write_conll(t / "dev.conll", words, tags)
+        validation = t / "dev.conll"
+    return finetune(b, t, "--task", "token-classification", *extra, train=train,
+                    validation=validation)
+
+
+SWAG_COLUMNS = ("sent1", "sent2", "ending0", "ending1", "ending2", "ending3", "label")
+SWAG = (("the cat is", "very", "good", "bad", "nice", "small", "0"),
+        ("the tea is", "really", "sweet", "new", "fine", "great", "0"),
+        ("the film was", "the", "best", "worst", "ok", "new", "1"),
+        ("the cake is", "so", "bad", "sweet", "nice", "small", "1"))
+
+
+def write_swag(file, rows=SWAG, columns=SWAG_COLUMNS) -> str:
+    with open(file, "w", encoding="utf-8") as f:
+        f.write(",".join(columns) + "\n" + "".join(",".join(r) + "\n" for r in rows))
+    return str(file)
+
+
+def choice_finetune(b, t, *extra, train=None, validation=None):
+    train = train or write_swag(t / "train.csv")
+    validation = validation or write_swag(t / "dev.csv")
+    return finetune(b, t, "--task", "multiple-choice", *extra, train=train,
+                    validation=validation)
+
+
+@case
+def finetune_qa_answer_not_at_answer_start(b, t):
+    rows = qa_records()
+    rows[1]["answers"]["answer_start"] = [3]  # "book" is at 40
+    squad_json(t / "train.json", rows)
+    return Case(qa_finetune(b, t, train=t / "train.json"),
+                f"{t / 'train.json'}: question 'q1' (row 2): answer 'book' is not at "
+                f"answer_start 3", absent=(t / "work",))
+
+
+@case
+def finetune_qa_question_leaves_no_room_for_the_context(b, t):
+    rows = qa_records()
+    rows[2]["question"] = " ".join(["the cat sat on the mat"] * 3) + " ?"  # 19 tokens
+    squad_json(t / "train.json", rows)
+    return Case(qa_finetune(b, t, "--max-seq-length", "16", "--doc-stride", "2",
+                            train=t / "train.json"),
+                f"{t / 'train.json'}: question 'q2'", absent=(t / "work",),
+                also=("has 19 tokens", "--max-seq-length 16 leaves no room for the context"))
+
+
+@case
+def finetune_qa_jsonl_record_without_context(b, t):
+    rows = qa_records()
+    for r in rows:
+        del r["context"]
+    train = write_jsonl(t / "train.jsonl", rows)
+    return Case(qa_finetune(b, t, train=train),
+                f"{train}: no column 'context'; columns present: id, question, answers",
+                absent=(t / "work",))
+
+
+@case
+def finetune_qa_doc_stride_too_large(b, t):
+    # 16 tokens − 6 question tokens − 3 specials leave 7 context tokens per window; the context
+    # has 13, so windows must advance, and a stride of 7 would not move them
+    return Case(qa_finetune(b, t, "--max-seq-length", "16", "--doc-stride", "7"),
+                "--doc-stride: 7 must be less than the 7 context tokens",
+                absent=(t / "work",), also=("--max-seq-length 16", f"question 'q0' of "
+                                                                    f"{t / 'train.json'}"))
+
+
+@case
+def finetune_qa_squad_json_invalid(b, t):
+    (t / "train.json").write_text('{"version": "1.1", "data": [{"title": "t",',
+                                  encoding="utf-8")
+    return Case(qa_finetune(b, t, train=t / "train.json"),
+                f"{t / 'train.json'}: not valid JSON", absent=(t / "work",))
+
+
+@case
+def finetune_qa_squad_json_without_data(b, t):
+    (t / "train.json").write_text('{"version": "1.1", "articles": []}', encoding="utf-8")
+    return Case(qa_finetune(b, t, train=t / "train.json"),
+                f"{t / 'train.json'}: expected SQuAD JSON (a top-level 'data' list) or a list "
+                f"of records with fields id, question, context, answers", absent=(t / "work",))
+
+
+@case
+def finetune_tags_tokens_and_tags_of_different_lengths(b, t):
+    rows = [{"tokens": list(w), "tags": list(g)} for w, g in TAGGED]
+    rows[1]["tags"].pop()
+    train = write_jsonl(t / "train.jsonl", rows)
+    return Case(tag_finetune(b, t, train=train),
+                f"{train}: row 2: 7 tokens but 6 tags; expected one tag per token",
+                absent=(t / "work",))
+
+
+@case
+def finetune_tags_column_missing(b, t):
+    train = write_jsonl(t / "train.jsonl", [{"tokens": list(w), "ner": list(g)}
+                                            for w, g in TAGGED])
+    return Case(tag_finetune(b, t, train=train),
+                f"{train}: no column 'tags'; columns present: tokens, ner",
+                absent=(t / "work",))
+
+
+@case
+def finetune_tags_conll_line_with_one_column(b, t):
+    (t / "train.conll").write_text("the O\ncat B-X\nsat\non O\n\n", encoding="utf-8")
+    return Case(tag_finetune(b, t, train=t / "train.conll"),
+                f"{t / 'train.conll'}: line 3: expected a token and a tag separated by "
+                f"whitespace, got one column 'sat'", absent=(t / "work",))
+
+
+@case
+def finetune_tags_validation_tag_not_in_training(b, t):
+    words, tags = [w for w, _ in TAGGED], [list(g) for _, g in TAGGED]
+    tags[2][3:] = ["B-Y", "O"]  # not followed by I-X: no IOB1 repair (and its warning)
+    write_conll(t / "dev.conll", words, tags)
+    return Case(tag_finetune(b, t, validation=t / "dev.conll"),
+                f"{t / 'dev.conll'}: row 3: tag 'B-Y' is not one of the training tags "
+                f"(O, B-X, I-X)", absent=(t / "work",))
+
+
+@case
+def finetune_choice_ending_column_missing(b, t):
+    columns = [c for c in SWAG_COLUMNS if c != "ending3"]
+    train = write_swag(t / "train.csv", [r[:5] + r[6:] for r in SWAG], columns)
+    return Case(choice_finetune(b, t, train=train),
+                f"{train}: no column 'ending3'; columns present: sent1, sent2, ending0, "
+                f"ending1, ending2, label", absent=(t / "work",))
+
+
+@case
+def finetune_choice_label_out_of_range(b, t):
+    rows = [list(r) for r in SWAG]
+    rows[2][6] = "4"
+    train = write_swag(t / "train.csv", rows)
+    return Case(choice_finetune(b, t, train=train),
+                f"{train}: row 3: column 'label' is 4; expected the right ending's index 0..3",
+                absent=(t / "work",))
+
+
+@case
+def finetune_config_task_unknown(b, t):
+    return Case(finetune(b, t, "--config.task=summarization"),
+                "--config.task: expected one of sequence-classification, question-answering, "
+                "token-classification, multiple-choice, got 'summarization'",
+                absent=(t / "work",))
+
+
 # predict
 
 def predict(b, t, *extra, model=None, input=None, output=None):
@@ -684,6 +891,52 @@ def predict_output_is_the_input(b, t):
     shutil.copy(path(b, "data.csv"), t / "data.csv")
     return Case(predict(b, t, input=t / "data.csv", output=t / "data.csv"),
                 f"{t / 'data.csv'}: --output would overwrite --input")
+
+
+@case
+def predict_qa_input_without_context(b, t):
+    rows = qa_records()
+    for r in rows:
+        del r["context"], r["answers"]
+    source = write_jsonl(t / "questions.jsonl", rows)
+    return Case(predict(b, t, model=path(b, "hf_qa"), input=source, output=t / "answers.jsonl"),
+                f"{source}: no column 'context'; columns present: id, question",
+                absent=(t / "answers.jsonl",))
+
+
+@case
+def predict_qa_output_not_jsonl(b, t):
+    source = write_jsonl(t / "questions.jsonl", qa_records())
+    return Case(predict(b, t, "--task", "question-answering", model=path(b, "hf_qa"),
+                        input=source, output=t / "answers.csv"),
+                f"{t / 'answers.csv'}: unknown output type .csv; expected .jsonl",
+                absent=(t / "answers.csv",))
+
+
+@case
+def predict_qa_with_a_sequence_classifier(b, t):
+    source = write_jsonl(t / "questions.jsonl", qa_records())
+    return Case(predict(b, t, "--task", "question-answering", model=path(b, "hf_cls"),
+                        input=source, output=t / "answers.jsonl"),
+                f"model: has no question-answering head in {path(b, 'hf_cls')}",
+                absent=(t / "answers.jsonl",))
+
+
+@case
+def predict_tags_with_a_qa_model(b, t):
+    write_conll(t / "words.conll", [w for w, _ in TAGGED], [g for _, g in TAGGED])
+    return Case(predict(b, t, "--task", "token-classification", model=path(b, "hf_qa"),
+                        input=t / "words.conll", output=t / "tags.conll"),
+                f"model {path(b, 'hf_qa')}: is a BertForQuestionAnswering, this needs a "
+                f"BertForTokenClassification", absent=(t / "tags.conll",))
+
+
+@case
+def predict_tags_jsonl_without_tokens_column(b, t):
+    source = write_jsonl(t / "words.jsonl", [{"words": list(w)} for w, _ in TAGGED])
+    return Case(predict(b, t, model=path(b, "hf_tag"), input=source, output=t / "tags.jsonl"),
+                f"{source}: no column 'tokens'; columns present: words",
+                absent=(t / "tags.jsonl",))
 
 
 # fill-mask
@@ -814,7 +1067,8 @@ def test_bad_input_is_one_line_and_changes_nothing(name, b, tmp_path, capfd, mon
     assert code == 2, err  # the catch-all for unexpected exceptions exits 1
     assert lines[0].startswith(f"bert-jax {c.argv[0]}: error: "), lines[0]
     assert "--debug" not in lines[0], "hit the catch-all: " + lines[0]
-    assert c.needle in lines[0]
+    for needle in (c.needle, *c.also):
+        assert needle in lines[0]
     assert snapshot(tmp_path, b) == before
     for p in c.absent:
         assert not os.path.exists(p), p

@@ -187,7 +187,7 @@ def check_examples(examples: Sequence[QAExample], where: str, training: bool) ->
 # -- features ----------------------------------------------------------------------------------
 
 def features(tok, examples: Sequence[QAExample], max_length: int, doc_stride: int,
-             training: bool) -> dict[str, np.ndarray]:
+             training: bool, where: str = "features") -> dict[str, np.ndarray]:
     """Examples → windows, exactly as transformers' BertTokenizerFast(question, context,
     truncation="only_second", max_length, stride=doc_stride, return_overflowing_tokens=True,
     return_offsets_mapping=True, padding="max_length") cuts them.
@@ -197,6 +197,7 @@ def features(tok, examples: Sequence[QAExample], max_length: int, doc_stride: in
     context for context tokens and (-1, -1) elsewhere. training=True adds start_positions,
     end_positions (N,) int32: the first answer's first and last token in the window, or 0
     ([CLS]) when the answer is not wholly inside the window or there is none (run_qa's rule).
+    `where` (the file or split) names the examples in a refusal.
     """
     if not isinstance(max_length, int) or isinstance(max_length, bool) or max_length < 4:
         raise BertJaxError(f"max_length: expected an integer ≥ 4, got {max_length!r}")
@@ -209,7 +210,8 @@ def features(tok, examples: Sequence[QAExample], max_length: int, doc_stride: in
     try:  # set per call and restored: the Tokenizer object is shared, its settings are global
         tok.no_truncation()
         tok.no_padding()
-        _check_lengths(tok, examples, max_length, doc_stride, tok.num_special_tokens_to_add(True))
+        _check_lengths(tok, examples, max_length, doc_stride, tok.num_special_tokens_to_add(True),
+                       where)
         tok.enable_truncation(max_length, stride=doc_stride, strategy="only_second",
                               direction="right")
         tok.enable_padding(direction="right", pad_id=tok.token_to_id("[PAD]"), pad_type_id=0,
@@ -246,7 +248,8 @@ def _arrays(windows: list, max_length: int) -> dict[str, np.ndarray]:
     return out
 
 
-def _check_lengths(tok, examples, max_length: int, doc_stride: int, special: int) -> None:
+def _check_lengths(tok, examples, max_length: int, doc_stride: int, special: int,
+                   where: str) -> None:
     """Refuse before the Rust tokenizer does: on a stride ≥ the context room it panics (a
     PanicException, which `except Exception` misses), on a question with no room it errors
     without naming the example."""
@@ -260,13 +263,13 @@ def _check_lengths(tok, examples, max_length: int, doc_stride: int, special: int
     for ex, q in zip(examples, questions):
         room = max_length - len(q.ids) - special  # context tokens per window
         if room < 1:
-            raise BertJaxError(f"features: question {ex.id!r} has {len(q.ids)} tokens; "
+            raise BertJaxError(f"{where}: question {ex.id!r} has {len(q.ids)} tokens; "
                                f"max_length {max_length} leaves no room for the context")
         if contexts[ex.context] > room and doc_stride >= room:
             raise BertJaxError(f"doc_stride: {doc_stride} must be less than the {room} context "
                                f"tokens a window of max_length {max_length} leaves beside "
-                               f"question {ex.id!r} ({len(q.ids)} tokens), or windows cannot "
-                               f"advance")
+                               f"question {ex.id!r} of {where} ({len(q.ids)} tokens), or "
+                               f"windows cannot advance")
 
 
 def _positions(out: dict, examples) -> tuple[np.ndarray, np.ndarray]:

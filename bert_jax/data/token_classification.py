@@ -174,8 +174,9 @@ def _repair_iob1(tags: list[list[str]], where: str) -> list[list[str]]:
         return tags
     repaired, changed = to_iob2(tags)
     if changed:
-        log.warning("%s: %d entities start with I- (IOB1 tagging); rewritten as B- (IOB2) "
-                    "so that strict span scores count them", where, changed)
+        log.warning("%s: %d %s with I- (IOB1 tagging); rewritten as B- (IOB2) so that "
+                    "strict span scores count them", where, changed,
+                    "entity starts" if changed == 1 else "entities start")
     return repaired
 
 

@@ -186,7 +186,7 @@ def _prepare_spans(cfg: FinetuneConfig, tok) -> Prepared:
     train, evals = None, {}
     for split, (where, examples) in splits.items():
         feats = squad.features(tok, examples, cfg.max_seq_length, cfg.doc_stride,
-                               training=split == "train")
+                               training=split == "train", where=where)
         if split == "train":
             train = {k: feats[k] for k in INPUTS + ("start_positions", "end_positions")}
             continue
