@@ -59,7 +59,8 @@ def b(tmp_path_factory):
     # fine-tuned models of the span and tagging tasks (an HF directory is a valid MODEL)
     make_hf_model(root / "hf_qa", "BertForQuestionAnswering")
     make_hf_model(root / "hf_tag", "BertForTokenClassification", id2label=TAGS)
-    for name in ("hf_qa", "hf_tag"):
+    make_hf_model(root / "hf_mc", "BertForMultipleChoice")
+    for name in ("hf_qa", "hf_tag", "hf_mc"):
         (root / name / "vocab.txt").write_text(vocab, encoding="utf-8")
     for src, dst in (("hf", "ours"), ("hf_cls", "ours_cls")):
         config, params = convert.load_hf(p(src))
@@ -923,6 +924,13 @@ def predict_qa_with_a_sequence_classifier(b, t):
 
 
 @case
+def predict_with_a_multiple_choice_model(b, t):
+    return Case(predict(b, t, model=path(b, "hf_mc")),
+                f"model {path(b, 'hf_mc')}: is a BertForMultipleChoice, this needs a "
+                f"BertForSequenceClassification", absent=(t / "pred.csv",))
+
+
+@case
 def predict_tags_with_a_qa_model(b, t):
     write_conll(t / "words.conll", [w for w, _ in TAGGED], [g for _, g in TAGGED])
     return Case(predict(b, t, "--task", "token-classification", model=path(b, "hf_qa"),
@@ -1058,6 +1066,9 @@ def embed_per_token_output_not_jsonl(b, t):
 @pytest.mark.parametrize("name", list(CASES))
 def test_bad_input_is_one_line_and_changes_nothing(name, b, tmp_path, capfd, monkeypatch):
     monkeypatch.chdir(tmp_path)  # relative defaults (runs/, .cache/) would land where we look
+    # the XLA cache is not an output: it is made in the working directory on the process's
+    # first compile over a second, whichever case that falls on (`-k` changes which)
+    monkeypatch.setenv("BERT_JAX_XLA_CACHE", "")
     c = CASES[name](b, tmp_path)
     before = snapshot(tmp_path, b)
     code = cli.main([str(a) for a in c.argv])

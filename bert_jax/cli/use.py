@@ -118,6 +118,8 @@ def predict(args) -> None:
     atomic.check_output_file(args.output, _FRAME_TYPES, args.input)
     from bert_jax.checkpoints import paths
     inference.require_head(params, "classifier", paths.model_path(args.model))
+    inference.require_architecture(config, params, "BertForSequenceClassification",
+                                   paths.model_path(args.model))
     if args.max_seq_length is None:
         args.max_seq_length = 128
     table, texts, pairs = _read_texts(args.input, args.text_column, args.text_pair_column)
