@@ -59,5 +59,5 @@ def test_squad_recipe_is_the_papers():
 def test_cli_tasks_are_the_configs():
     from bert_jax.cli import jobs, use
     from bert_jax.training import finetune_config
-    assert jobs.TASKS == finetune_config.TASKS
+    assert jobs.TASKS is finetune_config.TASKS
     assert set(use.PREDICT_TASKS) <= set(finetune_config.TASKS)

@@ -13,9 +13,6 @@ from bert_jax.errors import BertJaxError
 _FRAME_TYPES = (".csv", ".tsv", ".json", ".jsonl", ".parquet")
 _CONLL_TYPES = (".conll", ".txt", ".iob", ".bio", ".tsv")
 PREDICT_TASKS = ("sequence-classification", "question-answering", "token-classification")
-# the architecture a fine-tuned model of each task has (task_models.ARCHITECTURES)
-_TASK_OF = {"BertForQuestionAnswering": "question-answering",
-            "BertForTokenClassification": "token-classification"}
 
 
 def add_parsers(sub) -> None:
@@ -107,10 +104,12 @@ def predict(args) -> None:
     from bert_jax import inference
     from bert_jax.checkpoints import atomic
     from bert_jax.models.task_models import architecture_of
+    from bert_jax.training.tasks import TASKS
     atomic.check_output_file(args.output, tuple(dict.fromkeys(_FRAME_TYPES + _CONLL_TYPES)),
                              args.input)
     config, params, tok = inference.load(args.model)
-    task = args.task or _TASK_OF.get(architecture_of(params, config), "sequence-classification")
+    task_of = {t.architecture: name for name, t in TASKS.items() if name in PREDICT_TASKS}
+    task = args.task or task_of.get(architecture_of(params, config), "sequence-classification")
     if task == "question-answering":
         return _predict_answers(args, config, params, tok)
     if task == "token-classification":
