@@ -63,12 +63,21 @@ def hf_parity(workdir, architecture, inputs):
         np.testing.assert_allclose(np.asarray(a), b.numpy(), atol=1e-4)
 
 
-def test_question_answering(init, tmp_path):
+QA_FLAGS = ("--max-seq-length", "40", "--doc-stride", "12")  # contexts of ~50 tokens: 2+ windows
+
+
+@pytest.fixture(scope="module")
+def qa_run(init, tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("qa")
     files = fx.qa_files(tmp_path, train=48, validation=16)
     work = tmp_path / "qa"
-    # contexts of ~50 tokens in windows of 40: every example has 2+ windows
     result = finetune(work, init / "init", "question-answering", files["train"],
-                      files["validation"], "--max-seq-length", "40", "--doc-stride", "12")
+                      files["validation"], *QA_FLAGS)
+    return files, work, result
+
+
+def test_question_answering(init, qa_run, tmp_path):
+    files, work, result = qa_run
     assert result["task"] == "question-answering" and result["best_metric"] == "f1"
     assert 0 <= result["exact_match"] <= result["f1"] <= 100
     assert result["validation"]["total"] == 16 and result["validation"]["windows"] > 16
@@ -97,6 +106,25 @@ def test_question_answering(init, tmp_path):
         assert set(a) == {"id", "answer", "score", "start", "end"}
         assert records[a["id"]]["context"][a["start"]:a["end"]] == a["answer"]
         assert a["answer"] == predictions[a["id"]]  # the same rule as fine-tuning's scores
+
+
+def test_question_answering_resumes_exactly(init, qa_run, tmp_path):
+    """Rerun from the end of epoch 1: the same epochs, answers and best model as straight."""
+    files, work, result = qa_run
+    resumed = tmp_path / "resumed"
+    shutil.copytree(work, resumed)
+    step = result["epochs"][0]["step"]
+    for p in (resumed / "checkpoints").iterdir():
+        if p.name.isdigit() and int(p.name) > step:
+            shutil.rmtree(p)
+    (resumed / "epochs.json").write_text(json.dumps(result["epochs"][:1]))
+    for name in ("export", "metrics.json"):
+        shutil.rmtree(resumed / name) if name == "export" else os.remove(resumed / name)
+    again = finetune(resumed, init / "init", "question-answering", files["train"],
+                     files["validation"], *QA_FLAGS)
+    assert again["epochs"] == result["epochs"]
+    assert json.load(open(resumed / "predictions.json")) == \
+        json.load(open(work / "predictions.json"))
 
 
 def test_token_classification(init, tmp_path):
