@@ -196,3 +196,23 @@ def test_pooler_follows_the_model(init, tmp_path):
     merged = model_dir.merge_params({"bert": {"embeddings": {"w": np.ones(2)}}}, fresh_pooled,
                                     "ckpt")
     assert merged["bert"]["pooler"]["w"].sum() == 0 and len(rows) == 8
+
+
+def test_multiple_choice_layouts(init, tmp_path):
+    """Three endings and no start column (Social IQa's shape): (N, 3, L) pairs of the context
+    and each ending alone."""
+    from bert_jax.training.finetune_config import FinetuneConfig
+    from bert_jax.training.tasks import TASKS
+    rows = "question,ending0,ending1,ending2,label\n" + "".join(
+        f"what colour is the {t},red,blue,green,{i % 3}\n" for i, t in enumerate(fx.THINGS))
+    (tmp_path / "t.csv").write_text(rows, encoding="utf-8")
+    cfg = FinetuneConfig(task="multiple-choice", train_file=str(tmp_path / "t.csv"),
+                         validation_file=str(tmp_path / "t.csv"), max_seq_length=16,
+                         choice_context_column="question", choice_start_column="",
+                         num_choices=3)
+    tok = tokenizer.load(str(init / "init"))
+    prepared = TASKS["multiple-choice"].prepare(cfg, tok)
+    assert prepared.train["input_ids"].shape == (8, 3, 16)
+    assert list(prepared.train["labels"]) == [i % 3 for i in range(8)]
+    ids = prepared.train["input_ids"][0, 2]
+    assert tok.decode([int(i) for i in ids if i]) == "what colour is the car green"

@@ -55,6 +55,10 @@ class FinetuneConfig:
     version_2_with_negative: bool = False  # SQuAD 2.0: unanswerable questions (set by the data
     #   too: any example without an answer turns it on)
     null_score_threshold: float = 0.0  # v2: answer "" when null score − best span score > this
+    # multiple choice (SWAG's columns): [CLS] context [SEP] start + " " + ending_i [SEP]
+    choice_context_column: str = "sent1"
+    choice_start_column: str = "sent2"  # "" = the ending alone
+    num_choices: int = 4  # endings in columns ending0 … ending{num_choices - 1}
     # optimisation
     epochs: int = 3
     batch_size: int = 32  # global train batch; the last ragged batch of an epoch is skipped
@@ -95,11 +99,14 @@ def validate(cfg: FinetuneConfig) -> FinetuneConfig:
     config_files.check_fields(
         cfg, at_least_one=("max_seq_length", "epochs", "batch_size", "eval_batch_size",
                            "log_every", "checkpoint_every", "keep_checkpoints",
-                           "max_answer_length", "n_best"),
+                           "max_answer_length", "n_best", "num_choices"),
         non_negative=("seed", "doc_stride"),
         choices={"task": TASKS, "dtype": ("float32", "bfloat16"), "optimizer": ("adamw", "lamb"),
                  "on_nonfinite": config_files.NONFINITE_POLICIES},
         fractions=("warmup_ratio",), positive=("learning_rate", "adam_eps", "max_grad_norm"))
+    if cfg.num_choices < 2:
+        raise BertJaxError(f"config.num_choices: expected at least 2 endings to choose from, "
+                           f"got {cfg.num_choices}")
     metrics = TASK_METRICS[cfg.task]
     if cfg.best_metric and cfg.best_metric not in metrics:
         raise BertJaxError(f"config.best_metric: expected one of {', '.join(metrics)} for "

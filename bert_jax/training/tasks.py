@@ -116,7 +116,9 @@ def _prepare_choices(cfg: FinetuneConfig, tok) -> Prepared:
                            "split, is needed)")
     data = {}
     for split, (where, table) in splits.items():
-        arrays = multiple_choice.encode(tok, table, where, cfg.max_seq_length)
+        arrays = multiple_choice.encode(
+            tok, table, where, cfg.max_seq_length, cfg.choice_context_column,
+            cfg.choice_start_column, [f"ending{i}" for i in range(cfg.num_choices)])
         if "labels" not in arrays:  # encode has warned: not scored
             if split == "train":
                 raise BertJaxError(f"{where}: has no labels to train on (column 'label')")
