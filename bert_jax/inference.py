@@ -54,17 +54,23 @@ def fit_length(config, tok, texts: Sequence[str], pairs: Optional[Sequence[str]]
                max_length: int, batch_size: int = 1) -> tuple[int, list[str]]:
     """(max_length clamped to the model's positions, warnings): one line for the clamp and
     one counting the texts that will be truncated; long text is not an error."""
-    limit, warnings = config.max_position_embeddings, []
-    check_sizes(config, min(max_length, limit), batch_size, pairs is not None)
-    if max_length > limit:
-        warnings.append(f"max_length {max_length} is more than the model's {limit} "
-                        f"positions (max_position_embeddings); using {limit}")
-        max_length = limit
+    check_sizes(config, min(max_length, config.max_position_embeddings), batch_size,
+                pairs is not None)
+    max_length, warnings = clamp_length(config, max_length)
     longer = tokenizer.count_longer(tok, texts, pairs, max_length)
     if longer:
         warnings.append(f"{longer} of {len(texts)} texts were longer than {max_length} tokens "
                         f"and were truncated")
     return max_length, warnings
+
+
+def clamp_length(config, max_length: int) -> tuple[int, list[str]]:
+    """(max_length, or the model's positions when it has fewer, with one warning saying so)."""
+    limit = config.max_position_embeddings
+    if max_length <= limit:
+        return max_length, []
+    return limit, [f"max_length {max_length} is more than the model's {limit} positions "
+                   f"(max_position_embeddings); using {limit}"]
 
 
 def check_sizes(config, max_length: int, batch_size: int, pairs: bool = False) -> None:

@@ -137,12 +137,11 @@ def predict(args) -> None:
 
 
 def _model_length(args, config, default: int) -> int:
-    """--max-seq-length (or `default`), clamped to the model's positions with one warning."""
-    length, limit = args.max_seq_length or default, config.max_position_embeddings
-    if length > limit:
-        _warn(args.command, [f"max_length {length} is more than the model's {limit} positions "
-                             f"(max_position_embeddings); using {limit}"])
-        length = limit
+    """--max-seq-length (or `default`), clamped to the model's positions with one warning:
+    windowed tasks truncate nothing, so there is no count of truncated texts."""
+    from bert_jax import inference
+    length, warnings = inference.clamp_length(config, args.max_seq_length or default)
+    _warn(args.command, warnings)
     return length
 
 

@@ -21,7 +21,6 @@ TASK_METRICS = {
     "multiple-choice": ("accuracy",),
 }
 TASKS = tuple(TASK_METRICS)
-METRICS = tuple(dict.fromkeys(m for ms in TASK_METRICS.values() for m in ms))
 
 
 @dataclasses.dataclass(frozen=True)

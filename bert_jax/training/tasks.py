@@ -19,10 +19,9 @@ import numpy as np
 from bert_jax.data import classification, multiple_choice, qa_answers, squad
 from bert_jax.data import token_classification as tagging
 from bert_jax.errors import BertJaxError
-from bert_jax.models import (BertForMultipleChoice, BertForQuestionAnswering,
-                             BertForSequenceClassification, BertForTokenClassification)
+from bert_jax.models.task_models import ARCHITECTURES
 from bert_jax.training import entity_scores, steps
-from bert_jax.training.finetune_config import FinetuneConfig
+from bert_jax.training.finetune_config import TASK_METRICS, FinetuneConfig
 from bert_jax.training.scores import classification_scores
 from bert_jax.training.squad_scores import squad_scores
 
@@ -59,18 +58,21 @@ class Prepared:
 
 @dataclasses.dataclass(frozen=True)
 class Task:
-    name: str
-    architecture: str  # the Hugging Face class the export loads in
-    model: type  # the Linen module
+    architecture: str  # the Hugging Face class the export loads in (task_models.ARCHITECTURES)
     loss: Callable  # steps.*_loss: (logits, batch) -> {"loss", "accuracy"} sums
     prepare: Callable[[FinetuneConfig, object], Prepared]
     headline: tuple  # the scores printed and copied to metrics.json's top level
+    id2label: Optional[tuple] = None  # a head's fixed outputs (spans: start, end)
+
+    @property
+    def model(self) -> type:
+        """The Linen module of `architecture`."""
+        return ARCHITECTURES[self.architecture][0]
 
     def configure(self, config, names: tuple):
         """The model config for this task: the class / tag names where the head has them."""
-        if self.name == "question-answering":
-            return config.replace(id2label=("start", "end"))
-        return config.replace(id2label=names) if names else config
+        labels = self.id2label or names
+        return config.replace(id2label=labels) if labels else config
 
 
 def _files(cfg: FinetuneConfig) -> Optional[dict]:
@@ -95,25 +97,34 @@ def _inputs(arrays: dict) -> dict:
     return {k: arrays[k] for k in INPUTS}
 
 
+def _class_evals(data: dict) -> dict:
+    """An EvalSplit scoring (N, C) logits against `labels` for every split but train."""
+    return {split: EvalSplit(_inputs(a), lambda logits, labels=a["labels"]:
+                             _class_scores(logits, labels))
+            for split, a in data.items() if split != "train"}
+
+
+def _require_train(splits: dict) -> None:
+    if "train" not in splits:
+        raise BertJaxError("splits: no training data (a train file, or a dataset with a train "
+                           "split, is needed)")
+
+
 # -- sequence classification --------------------------------------------------------------------
 
 def _prepare_sequences(cfg: FinetuneConfig, tok) -> Prepared:
     splits = classification.load_splits(cfg.dataset, cfg.dataset_config, _files(cfg))
     names, data = classification.prepare(splits, tok, cfg.text_column, cfg.text_pair_column,
                                          cfg.label_column, cfg.max_seq_length)
-    evals = {split: EvalSplit(_inputs(a), lambda logits, labels=a["labels"]:
-                              _class_scores(logits, labels))
-             for split, a in data.items() if split != "train"}
-    return Prepared(names, data["train"], evals, ("mcc", "accuracy", "macro_f1"))
+    return Prepared(names, data["train"], _class_evals(data),
+                    TASK_METRICS["sequence-classification"])
 
 
 # -- multiple choice ---------------------------------------------------------------------------
 
 def _prepare_choices(cfg: FinetuneConfig, tok) -> Prepared:
     splits = multiple_choice.load_splits(cfg.dataset, cfg.dataset_config, _files(cfg))
-    if "train" not in splits:
-        raise BertJaxError("splits: no training data (a train file, or a dataset with a train "
-                           "split, is needed)")
+    _require_train(splits)
     data = {}
     for split, (where, table) in splits.items():
         arrays = multiple_choice.encode(
@@ -124,10 +135,7 @@ def _prepare_choices(cfg: FinetuneConfig, tok) -> Prepared:
                 raise BertJaxError(f"{where}: has no labels to train on (column 'label')")
             continue
         data[split] = arrays
-    evals = {split: EvalSplit(_inputs(a), lambda logits, labels=a["labels"]:
-                              _class_scores(logits, labels))
-             for split, a in data.items() if split != "train"}
-    return Prepared((), data["train"], evals, ("accuracy",))
+    return Prepared((), data["train"], _class_evals(data), TASK_METRICS["multiple-choice"])
 
 
 # -- token classification ----------------------------------------------------------------------
@@ -135,9 +143,7 @@ def _prepare_choices(cfg: FinetuneConfig, tok) -> Prepared:
 def _prepare_tags(cfg: FinetuneConfig, tok) -> Prepared:
     splits = tagging.load_splits(cfg.dataset, cfg.dataset_config, _files(cfg),
                                  cfg.tokens_column, cfg.tags_column)
-    if "train" not in splits:
-        raise BertJaxError("splits: no training data (a train file, or a dataset with a train "
-                           "split, is needed)")
+    _require_train(splits)
     names = tagging.tag_names(splits["train"][2])
     if len(names) < 2:
         raise BertJaxError(f"{splits['train'][0]}: the tags column has one tag ({names[0]}); "
@@ -155,7 +161,8 @@ def _prepare_tags(cfg: FinetuneConfig, tok) -> Prepared:
         gold = [[names.index(t) for t in row] for row in tags]
         evals[split] = EvalSplit(_inputs(feats), lambda logits, feats=feats, gold=gold:
                                  (_tag_scores(logits, feats, gold, names, scheme), None))
-    metrics = ("accuracy",) if scheme is None else ("f1", "accuracy", "precision", "recall")
+    # entity scores need chunk tags: POS tags have word accuracy only
+    metrics = ("accuracy",) if scheme is None else TASK_METRICS["token-classification"]
     return Prepared(names, train, evals, metrics)
 
 
@@ -176,9 +183,7 @@ def _tag_scores(logits: np.ndarray, feats: dict, gold: list, names: tuple,
 
 def _prepare_spans(cfg: FinetuneConfig, tok) -> Prepared:
     splits = squad.load_splits(cfg.dataset, cfg.dataset_config, _files(cfg))
-    if "train" not in splits:
-        raise BertJaxError("splits: no training data (a train file, or a dataset with a train "
-                           "split, is needed)")
+    _require_train(splits)
     for split, (where, examples) in splits.items():
         squad.check_examples(examples, where, training=split == "train")
     version_2 = cfg.version_2_with_negative or any(
@@ -202,21 +207,20 @@ def _prepare_spans(cfg: FinetuneConfig, tok) -> Prepared:
             scores["windows"] = len(feats["input_ids"])
             return scores, predictions
         evals[split] = EvalSplit(_inputs(feats), score)
-    return Prepared((), train, evals, ("f1", "exact_match"))
+    return Prepared((), train, evals, TASK_METRICS["question-answering"])
 
 
 TASKS = {
     "sequence-classification": Task(
-        "sequence-classification", "BertForSequenceClassification",
-        BertForSequenceClassification, steps.sequence_loss, _prepare_sequences,
+        "BertForSequenceClassification", steps.sequence_loss, _prepare_sequences,
         ("accuracy", "macro_f1", "mcc")),
     "question-answering": Task(
-        "question-answering", "BertForQuestionAnswering", BertForQuestionAnswering,
-        steps.span_loss, _prepare_spans, ("exact_match", "f1")),
+        "BertForQuestionAnswering", steps.span_loss, _prepare_spans, ("exact_match", "f1"),
+        id2label=("start", "end")),
     "token-classification": Task(
-        "token-classification", "BertForTokenClassification", BertForTokenClassification,
-        steps.token_loss, _prepare_tags, ("accuracy", "precision", "recall", "f1")),
+        "BertForTokenClassification", steps.token_loss, _prepare_tags,
+        ("accuracy", "precision", "recall", "f1")),
     "multiple-choice": Task(
-        "multiple-choice", "BertForMultipleChoice", BertForMultipleChoice, steps.sequence_loss,
-        _prepare_choices, ("accuracy",)),
+        "BertForMultipleChoice", steps.sequence_loss, _prepare_choices, ("accuracy",)),
 }
+assert set(TASKS) == set(TASK_METRICS)
