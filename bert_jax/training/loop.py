@@ -54,7 +54,8 @@ def run_steps(ctx, step_fn, state, batch_for_step: Callable[[int], dict], *, unt
               total: int, log_every: int, desc: str,
               summarize: Callable[[dict], dict] = lambda v: v, postfix: tuple = ("loss",),
               after_step: Optional[Callable[[int, object], bool]] = None,
-              on_nonfinite: str = "stop"):
+              on_nonfinite: str = "stop", should_stop: Optional[Callable[[int], bool]] = None,
+              on_save: Optional[Callable[[int], None]] = None):
     """Step from state.step to `until` (of `total` in the whole run); returns the new state.
 
     `ctx` is the job's training.run.RunContext (its key, mesh, writer, checkpointer and stop
@@ -65,6 +66,8 @@ def run_steps(ctx, step_fn, state, batch_for_step: Callable[[int], dict], *, unt
     `on_nonfinite` says whether the run then stops ("stop", naming the step and the last
     checkpoint) or goes on ("skip"). Each log also holds tokens_per_second (non-padding tokens)
     and padding_share (the window's padding positions / all its positions, every process's).
+    `should_stop(step)`, asked before each step, ends the run early (a time budget spent);
+    `on_save(step)` runs when a checkpoint save starts.
     """
     checkpointer, stop = ctx.checkpointer, ctx.stop
     step = int(sharding.fetch(state.step))
@@ -72,8 +75,30 @@ def run_steps(ctx, step_fn, state, batch_for_step: Callable[[int], dict], *, unt
     window, tokens, positions, started, skipped_run = [], 0, 0, time.time(), 0
     bar = tqdm(total=total, initial=step, desc=desc, disable=jax.process_index() != 0,
                dynamic_ncols=True)
+
+    def log_window():
+        nonlocal window, tokens, positions, started, skipped_run
+        fetched = sharding.fetch(window)  # waits for the device
+        skipped_run = _check_finite(fetched, step, checkpointer, on_nonfinite, skipped_run)
+        values = summarize(window_means(fetched))
+        values["tokens_per_second"] = tokens / max(time.time() - started, 1e-9)
+        values["padding_share"] = 1.0 - tokens / positions
+        ctx.writer.write(step, "train", values)
+        bar.set_postfix({k: f"{values[k]:.3f}" for k in postfix},
+                        tok_s=f"{values['tokens_per_second']:.0f}",
+                        pad=f"{values['padding_share']:.2f}")
+        window, tokens, positions, started = [], 0, 0, time.time()
+
+    def save(force=False):
+        if checkpointer.save(step, state, force=force) and on_save is not None:
+            on_save(step)
+
     try:  # the bar ends before any error is printed, so the error has its own line
         while step < until:
+            if should_stop is not None and should_stop(step):
+                if window:
+                    log_window()
+                break
             host = batch_for_step(step)
             tokens += int(host["attention_mask"].sum()) * pc
             positions += host["attention_mask"].size * pc
@@ -82,22 +107,12 @@ def run_steps(ctx, step_fn, state, batch_for_step: Callable[[int], dict], *, unt
             step += 1
             bar.update(1)
             if step % log_every == 0 or step == until:
-                fetched = sharding.fetch(window)  # waits for the device
-                skipped_run = _check_finite(fetched, step, checkpointer, on_nonfinite,
-                                            skipped_run)
-                values = summarize(window_means(fetched))
-                values["tokens_per_second"] = tokens / (time.time() - started)
-                values["padding_share"] = 1.0 - tokens / positions
-                ctx.writer.write(step, "train", values)
-                bar.set_postfix({k: f"{values[k]:.3f}" for k in postfix},
-                                tok_s=f"{values['tokens_per_second']:.0f}",
-                                pad=f"{values['padding_share']:.2f}")
-                window, tokens, positions, started = [], 0, 0, time.time()
+                log_window()
             if after_step is not None and after_step(step, state) and not window:
                 started = time.time()  # keep evaluation time out of the next window's tokens/s
-            checkpointer.save(step, state)
+            save()
             if stop.signum is not None:
-                checkpointer.save(step, state, force=checkpointer.latest_step() != step)
+                save(force=checkpointer.latest_step() != step)
                 checkpointer.wait()
                 raise Interrupted(step, stop.signum)
     finally:

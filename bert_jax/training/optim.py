@@ -23,6 +23,20 @@ def learning_rate_schedule(peak: float, warmup_steps: int, total_steps: int) -> 
         boundaries=[warmup_steps])
 
 
+def warmup_then_constant(peak: float, warmup_steps: int) -> optax.Schedule:
+    """0 → peak linearly over warmup_steps, then peak: the step part of a time-budget run's
+    rate, which `budget_scale` then decays with the clock."""
+    return optax.join_schedules(
+        [optax.linear_schedule(0.0, peak, max(warmup_steps, 1)), optax.constant_schedule(peak)],
+        boundaries=[warmup_steps])
+
+
+def budget_scale(elapsed_seconds: float, budget_seconds: float) -> float:
+    """1 − elapsed/budget, floored at 0: the factor that takes a time-budget run's rate
+    linearly to 0 when its budget ends, as the step schedule does at `steps`."""
+    return max(0.0, 1.0 - elapsed_seconds / budget_seconds)
+
+
 def decay_mask(params):
     """Decay matrices and embeddings; never biases or LayerNorm scales (all the 1-D params)."""
     return jax.tree.map(lambda p: p.ndim >= 2, params)

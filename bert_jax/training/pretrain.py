@@ -25,7 +25,7 @@ from bert_jax.data import masking, tokenizer
 from bert_jax.errors import BertJaxError
 from bert_jax.models import BertConfig, BertForPreTraining
 from bert_jax.training import (loop, losses, optim, pretrain_config, pretrain_data, rng, run,
-                               sharding, steps)
+                               sharding, steps, time_budget)
 from bert_jax.training.metric_writer import parameter_table
 
 log = logging.getLogger("bert_jax")
@@ -40,13 +40,12 @@ def pretrain(cfg: pretrain_config.PretrainConfig, workdir: str) -> dict[str, flo
     os.makedirs(workdir, exist_ok=True)
     tok = _tokenizer(cfg, workdir, main)
     config = model_config(cfg, tok.get_vocab_size(with_added_tokens=True))
-    data, heldout = _examples(cfg, tok)
+    data, heldout = examples(cfg, tok)
     _check_workdir(workdir, cfg, config, main)
 
     model = BertForPreTraining(config, jnp.dtype(cfg.dtype), remat=cfg.remat)
-    schedule = optim.learning_rate_schedule(cfg.learning_rate, cfg.warmup_steps, cfg.steps)
-    spec = masking.MaskingSpec.from_tokenizer(tok, cfg.max_predictions_per_seq,
-                                              cfg.masked_lm_prob, cfg.whole_word_masking)
+    schedule = learning_rate_schedule(cfg)
+    spec = masking_spec(cfg, tok)
     lookup = jnp.asarray(tokenizer.continuation_lookup(tok)) if cfg.whole_word_masking else None
     with run.run_context(workdir, cfg.seed, cfg.keep_checkpoints, cfg.checkpoint_every) as ctx:
         state = run.init_state(ctx, model, optim.make_optimizer(cfg, schedule),
@@ -58,31 +57,90 @@ def pretrain(cfg: pretrain_config.PretrainConfig, workdir: str) -> dict[str, flo
                  json.dumps(config.to_dict(), sort_keys=True),
                  parameter_table(sharding.fetch(state.params)))
 
-        step_fn = run.jit_train_step(
+        clock = None
+        if cfg.time_budget_minutes:
+            clock = time_budget.Clock(cfg.time_budget_minutes, workdir, main)
+            clock.resume(int(sharding.fetch(state.step)))
+        jitted = run.jit_train_step(
             ctx, steps.make_pretrain_step(spec, schedule, cfg.grad_accum_steps, lookup,
-                                          cfg.objective), cfg.remat, cfg.dtype)
-        eval_fn = run.jit_eval(ctx, steps.make_pretrain_eval_step(spec, lookup, cfg.objective),
-                               takes_key=True)
+                                          cfg.objective), cfg.remat, cfg.dtype,
+            rate_scale=clock is not None)
+        step_fn = jitted if clock is None else (
+            lambda st, batch, key: jitted(
+                st, batch, key, sharding.replicated_scalar(clock.rate_scale(), ctx.mesh)))
+        eval_fn = run.jit_eval(ctx, steps.make_pretrain_eval_step(
+            heldout_masking_spec(cfg, tok), lookup, cfg.objective), takes_key=True)
         count = run.num_eval_batches(len(heldout["input_ids"]), cfg.batch_size,
                                      cfg.eval_batches)
         evaluate = functools.partial(_evaluate, ctx, eval_fn, heldout, cfg.batch_size,
                                      rng.eval_keys(ctx.key, count))
         pc, pi = jax.process_count(), jax.process_index()
+        phase = phase_of(cfg, clock)
         state = loop.run_steps(
             ctx, step_fn, state,
-            lambda s: data.train_batch(s, cfg.batch_size, pi, pc),
+            lambda s: data[phase(s)].train_batch(s, cfg.batch_size, pi, pc),
             until=cfg.steps, total=cfg.steps, log_every=cfg.log_every, desc="pretrain",
             summarize=losses.total_loss, postfix=("loss", "mlm_accuracy"),
             on_nonfinite=cfg.on_nonfinite,
             after_step=lambda s, st: bool(cfg.eval_every and s % cfg.eval_every == 0
-                                          and s < cfg.steps and evaluate(st)))
+                                          and s < cfg.steps and evaluate(st)),
+            should_stop=None if clock is None else lambda s: _budget_spent(clock, s),
+            on_save=None if clock is None else clock.record)
         final = evaluate(state)
         step = int(sharding.fetch(state.step))
-        ctx.checkpointer.save(step, state, force=ctx.checkpointer.latest_step() != step)
+        if ctx.checkpointer.save(step, state, force=ctx.checkpointer.latest_step() != step) \
+                and clock is not None:
+            clock.record(step)
         ctx.checkpointer.wait()
         if main:
             _export(workdir, config, state)
     return final
+
+
+def learning_rate_schedule(cfg: pretrain_config.PretrainConfig):
+    """Warm-up then linear decay to 0 at cfg.steps; with a time budget, warm-up then the peak,
+    which the clock's rate_scale takes to 0 when the budget ends."""
+    if cfg.time_budget_minutes:
+        return optim.warmup_then_constant(cfg.learning_rate, cfg.warmup_steps)
+    return optim.learning_rate_schedule(cfg.learning_rate, cfg.warmup_steps, cfg.steps)
+
+
+def masking_spec(cfg: pretrain_config.PretrainConfig, tok, length: int = 0
+                 ) -> masking.MaskingSpec:
+    """Training masks: cfg.masked_lm_prob, P from cfg.predictions_per_seq (the longest
+    phase's, so one spec serves both phases)."""
+    return masking.MaskingSpec.from_tokenizer(tok, cfg.predictions_per_seq(length),
+                                              cfg.masked_lm_prob, cfg.whole_word_masking)
+
+
+def heldout_masking_spec(cfg: pretrain_config.PretrainConfig, tok) -> masking.MaskingSpec:
+    """Held-out masks at 15% whatever the training rate, so runs masked at other rates are
+    scored on the same task."""
+    prob = pretrain_config.HELDOUT_MASKED_LM_PROB
+    return masking.MaskingSpec.from_tokenizer(tok, cfg.predictions_per_seq(0, prob), prob,
+                                              cfg.whole_word_masking)
+
+
+def phase_of(cfg: pretrain_config.PretrainConfig, clock=None):
+    """step → the sequence length its batch has: phase1_seq_length for the first
+    phase1_share of the steps (or of the time budget, read from the clock at the step's
+    tick), max_seq_length after; max_seq_length throughout with one phase."""
+    if not cfg.phase1_seq_length:
+        return lambda step: cfg.max_seq_length
+    if clock is not None:
+        return lambda step: (cfg.phase1_seq_length if clock.share() < cfg.phase1_share
+                             else cfg.max_seq_length)
+    first = round(cfg.phase1_share * cfg.steps)
+    return lambda step: cfg.phase1_seq_length if step < first else cfg.max_seq_length
+
+
+def _budget_spent(clock, step: int) -> bool:
+    clock.tick()
+    if clock.expired():
+        log.info("time budget of %.1f minutes spent at step %d; stopping", clock.budget / 60,
+                 step)
+        return True
+    return False
 
 
 def check_inputs(cfg: pretrain_config.PretrainConfig, workdir: str):
@@ -175,18 +233,22 @@ def _check_workdir(workdir, cfg, config, main):
         atomic.write_json(os.path.join(workdir, "train_config.json"), dataclasses.asdict(cfg))
 
 
-def _examples(cfg, tok):
-    """The run's data (prepared now, or read prepared) and its held-out rows: whole documents
-    (or a document's tail) that training never sees, fixed for the run."""
-    data = pretrain_data.open_data(cfg, tok)
-    rows = data.epoch_rows(0)
-    if rows < cfg.batch_size:
-        raise BertJaxError(f"config.train_files: {rows} training examples are fewer than "
-                           f"one batch ({cfg.batch_size}); add text or lower batch_size")
-    heldout = data.heldout(cfg.eval_batches * cfg.batch_size)
+def examples(cfg, tok):
+    """The run's data, by sequence length (one per phase; prepared now, or read prepared),
+    and its held-out rows at max_seq_length: whole documents (or a document's tail) that
+    training never sees, fixed for the run."""
+    lengths = sorted({cfg.max_seq_length, cfg.phase1_seq_length or cfg.max_seq_length})
+    data = {n: pretrain_data.open_data(cfg.replace(max_seq_length=n), tok) for n in lengths}
+    for n in lengths:
+        rows = data[n].epoch_rows(0)
+        if rows < cfg.batch_size:
+            raise BertJaxError(f"config.train_files: {rows} training examples of {n} tokens are "
+                               f"fewer than one batch ({cfg.batch_size}); add text or lower "
+                               f"batch_size")
+    heldout = data[cfg.max_seq_length].heldout(cfg.eval_batches * cfg.batch_size)
     log.info("%d training examples in epoch 0 (%s, redrawn every epoch) and %d held-out "
-             "examples of %d tokens", rows, cfg.objective, len(heldout["input_ids"]),
-             cfg.max_seq_length)
+             "examples of %d tokens", data[cfg.max_seq_length].epoch_rows(0), cfg.objective,
+             len(heldout["input_ids"]), cfg.max_seq_length)
     if not len(heldout["input_ids"]) and cfg.eval_fraction > 0:
         log.warning("config.eval_fraction %g holds out no examples: nothing is evaluated",
                     cfg.eval_fraction)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import typing
 from typing import Optional
 
@@ -43,19 +44,22 @@ class PretrainConfig:
     vocab_size: int = 8192  # size of the vocabulary trained when `vocab` is ""
     lowercase: bool = True  # uncased model (lowercase + strip accents) for a trained vocab
     max_seq_length: int = 128  # tokens per example, [CLS] and [SEP]s included
-    max_predictions_per_seq: int = 20  # masked positions per example (P)
-    masked_lm_prob: float = 0.15  # fraction of real tokens chosen for MLM
+    max_predictions_per_seq: int = 0  # masked positions per example (P); 0 = ceil(prob · L)
+    masked_lm_prob: float = 0.15  # fraction of real tokens chosen for MLM (held out: always 0.15)
     whole_word_masking: bool = False  # choose all pieces of a word together
     short_seq_prob: float = 0.1  # chance of a shorter target length, as the original
+    phase1_seq_length: int = 0  # > 0: the first phase1_share of the run at this length, then
+    phase1_share: float = 0.9  # max_seq_length (the paper's 128 → 512, 90% / 10% of steps)
     dupe_factor: int = 1  # obsolete, ignored: pairs are redrawn every epoch (old files set it)
     eval_fraction: float = 0.02  # share of sentences held out, by document (or a document's tail)
     data_seed: int = 0  # seeds pair creation, the held-out split and the batch order
     # optimisation
     batch_size: int = 32  # global batch size (all devices, all processes)
     grad_accum_steps: int = 1  # micro-batches per step; each is batch_size / grad_accum_steps
-    steps: int = 1000  # optimiser updates
+    steps: int = 1000  # optimiser updates (with a time budget: the most it may take)
+    time_budget_minutes: float = 0.0  # > 0: the rate decays to 0 with the clock, stop at the end
     learning_rate: float = 1e-4  # peak learning rate
-    warmup_steps: int = 100  # linear warmup, then linear decay to 0 at `steps`
+    warmup_steps: int = 100  # linear warmup, then linear decay to 0 at `steps` (or the budget)
     weight_decay: float = 0.01  # decoupled, on ≥2-D params only (not biases, not LayerNorm)
     optimizer: str = "adamw"  # adamw | lamb
     adam_b1: float = 0.9
@@ -74,11 +78,22 @@ class PretrainConfig:
     def replace(self, **changes) -> "PretrainConfig":
         return dataclasses.replace(self, **changes)
 
+    def predictions_per_seq(self, length: int = 0,
+                            masked_lm_prob: Optional[float] = None) -> int:
+        """P for examples of `length` tokens (default max_seq_length) masked at
+        `masked_lm_prob` (default the config's): max_predictions_per_seq, or when that is 0
+        ceil(prob · length), which never caps the round(prob · n_real) chosen."""
+        prob = self.masked_lm_prob if masked_lm_prob is None else masked_lm_prob
+        if self.max_predictions_per_seq and masked_lm_prob is None:
+            return self.max_predictions_per_seq
+        return max(1, math.ceil(prob * (length or self.max_seq_length)))
 
-_POSITIVE = ("vocab_size", "max_seq_length", "max_predictions_per_seq", "batch_size",
-             "grad_accum_steps", "steps", "log_every", "checkpoint_every", "keep_checkpoints")
+
+_POSITIVE = ("vocab_size", "max_seq_length", "batch_size", "grad_accum_steps", "steps",
+             "log_every", "checkpoint_every", "keep_checkpoints")
 _NON_NEGATIVE = ("warmup_steps", "data_seed", "seed", "eval_every", "eval_batches",
-                 "prepare_workers")
+                 "prepare_workers", "max_predictions_per_seq", "phase1_seq_length")
+HELDOUT_MASKED_LM_PROB = 0.15  # held-out masks: the paper's rate whatever the training one
 _CHOICES = {"dtype": ("float32", "bfloat16"), "optimizer": ("adamw", "lamb"),
             "documents": ("file", "blank_line"), "on_nonfinite": NONFINITE_POLICIES}
 
@@ -90,6 +105,25 @@ def validate(cfg: PretrainConfig) -> PretrainConfig:
                  fractions=("masked_lm_prob", "short_seq_prob", "eval_fraction")
                  + (("dropout",) if cfg.dropout is not None else ()),
                  positive=("learning_rate", "adam_eps", "max_grad_norm"))
+    if not 0 <= cfg.time_budget_minutes < math.inf:
+        raise BertJaxError(f"config.time_budget_minutes: expected minutes ≥ 0 (0 = none), got "
+                           f"{cfg.time_budget_minutes}")
+    if cfg.phase1_seq_length:
+        if not 8 <= cfg.phase1_seq_length < cfg.max_seq_length:
+            raise BertJaxError(f"config.phase1_seq_length: expected 0 (one phase) or a length "
+                               f"from 8 to below max_seq_length ({cfg.max_seq_length}), got "
+                               f"{cfg.phase1_seq_length}")
+        if not 0.0 < cfg.phase1_share < 1.0:
+            raise BertJaxError(f"config.phase1_share: expected a share in (0, 1), got "
+                               f"{cfg.phase1_share}")
+    if not 0.0 < cfg.masked_lm_prob:
+        raise BertJaxError(f"config.masked_lm_prob: expected a value in (0, 1), got "
+                           f"{cfg.masked_lm_prob}")
+    wanted = math.ceil(cfg.masked_lm_prob * cfg.max_seq_length)
+    if 0 < cfg.max_predictions_per_seq < round(cfg.masked_lm_prob * cfg.max_seq_length):
+        log.warning("config.max_predictions_per_seq: %d caps the masked tokens below "
+                    "masked_lm_prob %g of %d tokens; 0 (or %d) masks them all",
+                    cfg.max_predictions_per_seq, cfg.masked_lm_prob, cfg.max_seq_length, wanted)
     if cfg.objective not in OBJECTIVES:
         raise BertJaxError(f"config.objective: expected mlm+nsp or mlm, got {cfg.objective!r}")
     if not cfg.text_field:

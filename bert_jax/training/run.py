@@ -93,11 +93,14 @@ def restore_latest(ctx: RunContext, state):
     return ctx.checkpointer.restore(latest, state)
 
 
-def jit_train_step(ctx: RunContext, step_fn: Callable, remat: bool, dtype: str):
-    """step_fn(state, batch, key) jitted: state and key replicated, batch split over the mesh,
-    the old state's buffers donated to the new one."""
+def jit_train_step(ctx: RunContext, step_fn: Callable, remat: bool, dtype: str,
+                   rate_scale: bool = False):
+    """step_fn(state, batch, key[, rate_scale]) jitted: state, key (and the scalar rate_scale
+    when it takes one) replicated, batch split over the mesh, the old state's buffers donated
+    to the new one."""
     r, d = sharding.replicated(ctx.mesh), sharding.data_sharded(ctx.mesh)
-    return jax.jit(step_fn, in_shardings=(r, d, r), out_shardings=(r, r), donate_argnums=(0,),
+    shardings = (r, d, r, r) if rate_scale else (r, d, r)
+    return jax.jit(step_fn, in_shardings=shardings, out_shardings=(r, r), donate_argnums=(0,),
                    compiler_options=xla_options.train_step(remat, dtype))
 
 

@@ -74,6 +74,12 @@ def global_batch(host_batch: dict[str, np.ndarray], mesh: Mesh) -> dict[str, jax
     return out
 
 
+def replicated_scalar(value: float, mesh: Mesh) -> jax.Array:
+    """A float32 scalar every process holds alike (a time-budget run's rate scale) → a
+    replicated global array, explicitly transferred."""
+    return jax.make_array_from_process_local_data(replicated(mesh), np.float32(value))
+
+
 def replicated_key(seed: int, mesh: Mesh) -> jax.Array:
     """jax.random.key(seed) committed to every device of the mesh once, so no step re-sends it
     (made under jit: `device_put` cannot target devices of other processes)."""

@@ -56,10 +56,14 @@ def accumulate_gradients(loss_fn: Callable, params, batch: dict, key, k: int):
     return grads, metrics
 
 
-def apply_update(state: TrainState, grads, metrics: dict, schedule: Callable):
+def apply_update(state: TrainState, grads, metrics: dict, schedule: Callable,
+                 rate_scale: Optional[jax.Array] = None):
     """One optimiser update, skipped when the loss or gradient is not finite (state kept, but
     the schedule's count advances with the step: see optim.skip_update).
 
+    `rate_scale` (a scalar, or None for 1) multiplies the update: AdamW's and LAMB's last
+    transformation is the learning rate, so this is the rate schedule(count) · rate_scale, with
+    the decoupled weight decay scaled alike. A time-budget run passes the clock's share here.
     Metrics gain grad_norm, learning_rate (the rate this update applies, read at the
     schedule's own count) and `nonfinite` (1 when the update was skipped).
     """
@@ -67,22 +71,42 @@ def apply_update(state: TrainState, grads, metrics: dict, schedule: Callable):
     finite = jnp.isfinite(grad_norm)
     for total, _ in metrics.values():
         finite &= jnp.isfinite(total)
+
+    def update(s, g):
+        if rate_scale is None:
+            return s.apply_gradients(grads=g)
+        updates, opt_state = s.tx.update(g, s.opt_state, s.params)
+        updates = jax.tree.map(lambda u: u * rate_scale.astype(u.dtype), updates)
+        return s.replace(params=optax.apply_updates(s.params, updates), opt_state=opt_state)
+
     # cond, not a where over old and new state: the update then writes in place into the donated
     # buffers (the where kept new params and moments beside the old, costing memory and time)
     new_state = jax.lax.cond(
-        finite, lambda s, g: s.apply_gradients(grads=g),
+        finite, update,
         lambda s, g: s.replace(opt_state=optim.skip_update(s.opt_state)), state, grads)
     new_state = new_state.replace(step=state.step + 1)
     learning_rate = schedule(optim.schedule_count(state.opt_state, state.step))
+    if rate_scale is not None:
+        learning_rate = learning_rate * rate_scale
     metrics = dict(metrics, grad_norm=(grad_norm, 1.0), learning_rate=(learning_rate, 1.0),
                    nonfinite=(1.0 - finite.astype(jnp.float32), 1.0))
     return new_state, metrics
 
 
+def train_masks(key, step, batch: dict, spec: masking.MaskingSpec,
+                continuation_lookup: Optional[jax.Array] = None) -> tuple[dict, jax.Array]:
+    """(the masked batch of train step `step`, its dropout key), both from fold_in(key, step):
+    the pretraining step's own draw, callable outside it (bench/time_to_accuracy.py feeds
+    PyTorch the very masks the step trains on)."""
+    mask_key, dropout_key = jax.random.split(rng.step_key(key, step))
+    return masking.mask_batch(mask_key, batch, spec, continuation_lookup), dropout_key
+
+
 def make_pretrain_step(spec: masking.MaskingSpec, schedule: Callable, grad_accum_steps: int = 1,
                        continuation_lookup: Optional[jax.Array] = None,
                        objective: str = "mlm+nsp"):
-    """pretrain_step(state, batch, key): mask inside the step, the objective's loss, one update.
+    """pretrain_step(state, batch, key[, rate_scale]): mask inside the step, the objective's
+    loss, one update (its rate times `rate_scale` when given: see apply_update).
 
     `batch`: input_ids, token_type_ids, attention_mask (B, L), and for "mlm+nsp"
     next_sentence_labels (B,). With "mlm" the loss is MLM alone: the model still computes NSP
@@ -90,10 +114,8 @@ def make_pretrain_step(spec: masking.MaskingSpec, schedule: Callable, grad_accum
     """
     nsp = _uses_nsp(objective)
 
-    def pretrain_step(state: TrainState, batch: dict, key):
-        step_key = rng.step_key(key, state.step)
-        mask_key, dropout_key = jax.random.split(step_key)
-        batch = masking.mask_batch(mask_key, batch, spec, continuation_lookup)
+    def pretrain_step(state: TrainState, batch: dict, key, rate_scale=None):
+        batch, dropout_key = train_masks(key, state.step, batch, spec, continuation_lookup)
         mlm_total = jnp.maximum(batch["masked_lm_weights"].sum(), 1.0)
         nsp_total = batch["input_ids"].shape[0]
 
@@ -106,7 +128,7 @@ def make_pretrain_step(spec: masking.MaskingSpec, schedule: Callable, grad_accum
 
         grads, metrics = accumulate_gradients(loss_fn, state.params, batch, dropout_key,
                                               grad_accum_steps)
-        return apply_update(state, grads, metrics, schedule)
+        return apply_update(state, grads, metrics, schedule, rate_scale)
 
     return pretrain_step
 

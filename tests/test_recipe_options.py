@@ -1,0 +1,183 @@
+"""Pretraining recipe options, each tested for what it changes: dropout 0, the masking rate
+(held out at 15% whatever it is), the sequence-length phases, the time budget (its rate, its
+stop, checkpoint and export, its resume) and the rate scale the budget applies."""
+
+import json
+import math
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from conftest import train
+
+from bert_jax.data import masking, tokenizer
+from bert_jax.models import BertConfig, BertForPreTraining
+from bert_jax.training import optim, pretrain, pretrain_config, steps, time_budget
+from bert_jax.training.pretrain_config import PretrainConfig
+
+
+@pytest.fixture(scope="module")
+def tok(pretrain_setup):
+    base, _ = pretrain_setup
+    return tokenizer.load(str(base / "vocab"))
+
+
+def test_dropout_zero_makes_the_train_forward_the_deterministic_one():
+    cfg = PretrainConfig(model="tiny", dropout=0.0)
+    config = pretrain.model_config(cfg, 300)
+    assert config.hidden_dropout_prob == config.attention_probs_dropout_prob == 0.0
+    model = BertForPreTraining(config)
+    ids = np.random.default_rng(0).integers(5, 300, (2, 24)).astype(np.int32)
+    mask = np.ones_like(ids)
+    mask[1, 15:] = 0
+    params = model.init(jax.random.key(0), ids)["params"]
+    train_out = model.apply({"params": params}, ids, None, mask, deterministic=False,
+                            rngs={"dropout": jax.random.key(1)})
+    eval_out = model.apply({"params": params}, ids, None, mask, deterministic=True)
+    for a, b in zip(train_out, eval_out):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    with_dropout = BertForPreTraining(pretrain.model_config(PretrainConfig(model="tiny"), 300))
+    noisy = with_dropout.apply({"params": params}, ids, None, mask, deterministic=False,
+                               rngs={"dropout": jax.random.key(1)})
+    assert not np.allclose(np.asarray(noisy[0]), np.asarray(eval_out[0]))
+
+
+def test_masking_rate_trains_at_its_rate_and_holds_out_at_15_percent(tok):
+    cfg = pretrain_config.validate(PretrainConfig(masked_lm_prob=0.4, max_seq_length=128))
+    train_spec = pretrain.masking_spec(cfg, tok)
+    held_spec = pretrain.heldout_masking_spec(cfg, tok)
+    assert (train_spec.masked_lm_prob, train_spec.max_predictions_per_seq) == (0.4, 52)
+    assert (held_spec.masked_lm_prob, held_spec.max_predictions_per_seq) == (0.15, 20)
+    rng = np.random.default_rng(0)
+    ids = rng.integers(10, tok.get_vocab_size(), (64, 128)).astype(np.int32)
+    attention = (np.arange(128)[None] < rng.integers(40, 129, (64, 1))).astype(np.int32)
+    batch = {"input_ids": ids, "attention_mask": attention,
+             "token_type_ids": np.zeros_like(ids)}
+    real = attention.sum()
+    for spec, share in ((train_spec, 0.4), (held_spec, 0.15)):
+        out = jax.jit(masking.mask_batch, static_argnums=2)(jax.random.key(0), batch, spec)
+        assert abs(float(out["masked_lm_weights"].sum()) / real - share) < 0.005
+
+
+def test_an_explicit_prediction_cap_below_the_rate_warns(caplog):
+    with caplog.at_level("WARNING", logger="bert_jax"):
+        pretrain_config.validate(PretrainConfig(masked_lm_prob=0.3, max_predictions_per_seq=20))
+    assert "caps the masked tokens" in caplog.text
+
+
+@pytest.mark.parametrize("field, value, needle", [
+    ("phase1_seq_length", 128, "phase1_seq_length"), ("phase1_seq_length", 4, "from 8"),
+    ("time_budget_minutes", -1.0, "time_budget_minutes"), ("masked_lm_prob", 0.0, "(0, 1)")])
+def test_bad_recipe_values_are_refused_naming_the_field(field, value, needle):
+    from bert_jax.errors import BertJaxError
+    cfg = PretrainConfig(phase1_share=0.5).replace(**{field: value})
+    with pytest.raises(BertJaxError, match=needle.replace("(", r"\(").replace(")", r"\)")):
+        pretrain_config.validate(cfg)
+
+
+def test_phases_by_steps_and_by_the_clock():
+    cfg = PretrainConfig(max_seq_length=128, phase1_seq_length=64, phase1_share=0.9, steps=100)
+    phase = pretrain.phase_of(cfg)
+    assert [phase(s) for s in (0, 89, 90, 99)] == [64, 64, 128, 128]
+    assert pretrain.phase_of(cfg.replace(phase1_seq_length=0))(0) == 128
+
+    class Clock:
+        value = 0.0
+
+        def share(self):
+            return self.value
+
+    clock = Clock()
+    by_time = pretrain.phase_of(cfg, clock)
+    assert by_time(0) == 64
+    clock.value = 0.95
+    assert by_time(1) == 128
+
+
+def test_the_phases_train_short_then_long_rows(pretrain_setup, tmp_path, monkeypatch):
+    from bert_jax.data.pretraining_data import PretrainingData
+    base, overrides = pretrain_setup
+    cfg = pretrain_config.load_config(
+        "configs/pretrain_tiny.py",
+        [o[len("--config."):] for o in overrides]
+        + ["phase1_seq_length=16", "phase1_share=0.5", "steps=6", "checkpoint_every=100"])
+    shapes, original = [], PretrainingData.train_batch
+
+    def spy(self, step, *args):
+        batch = original(self, step, *args)
+        shapes.append((step, batch["input_ids"].shape[1]))
+        return batch
+
+    monkeypatch.setattr(PretrainingData, "train_batch", spy)
+    final = pretrain.pretrain(cfg, str(tmp_path))
+    assert shapes == [(0, 16), (1, 16), (2, 16), (3, 32), (4, 32), (5, 32)]
+    assert math.isfinite(final["mlm_accuracy"])
+
+
+def test_rate_scale_is_the_learning_rate_times_the_scale():
+    params = {"w": jnp.arange(6.0).reshape(2, 3), "b": jnp.ones(3)}
+    grads = {"w": jnp.full((2, 3), 0.3), "b": jnp.full(3, -0.2)}
+
+    def one_update(peak, scale):
+        cfg = PretrainConfig(learning_rate=peak, warmup_steps=0, time_budget_minutes=1.0)
+        schedule = pretrain.learning_rate_schedule(cfg)
+        state = steps.TrainState.create(apply_fn=None, params=params,
+                                        tx=optim.make_optimizer(cfg, schedule))
+        metrics = {"mlm_loss": (jnp.float32(1.0), 1.0)}
+        new, m = steps.apply_update(state, grads, metrics, schedule,
+                                    None if scale is None else jnp.float32(scale))
+        return new.params, float(m["learning_rate"][0])
+
+    scaled, lr = one_update(1e-2, 0.25)
+    plain, plain_lr = one_update(2.5e-3, None)
+    assert lr == pytest.approx(2.5e-3) and plain_lr == pytest.approx(2.5e-3)
+    for k in params:
+        np.testing.assert_allclose(scaled[k], plain[k], rtol=1e-6)
+
+
+def test_budget_schedule_warms_up_by_steps_and_decays_with_the_clock():
+    schedule = optim.warmup_then_constant(1e-3, 10)
+    assert float(schedule(0)) == 0.0 and float(schedule(5)) == pytest.approx(5e-4)
+    assert float(schedule(10)) == float(schedule(10_000)) == pytest.approx(1e-3)
+    assert optim.budget_scale(0.0, 60.0) == 1.0
+    assert optim.budget_scale(45.0, 60.0) == pytest.approx(0.25)
+    assert optim.budget_scale(90.0, 60.0) == 0.0
+
+
+def test_a_clock_resumes_the_time_its_checkpoint_had_spent(tmp_path):
+    clock = time_budget.Clock(2.0, str(tmp_path), is_main=True)
+    clock.value = 30.0
+    clock.record(40)
+    clock.value = 61.5
+    clock.record(80)
+    again = time_budget.Clock(2.0, str(tmp_path), is_main=True)
+    again.resume(40)
+    assert again.tick() >= 30.0 and again.share() == pytest.approx(0.25, abs=0.01)
+    assert json.load(open(tmp_path / time_budget.FILE))["elapsed_seconds"]["80"] == 61.5
+
+
+def test_a_time_budget_stops_the_run_checkpointed_and_exported(pretrain_setup, tmp_path):
+    base, overrides = pretrain_setup
+    budget = 0.25  # minutes: 15 s, compile included
+    code, out, err = train(tmp_path, [*overrides, f"--config.time_budget_minutes={budget}",
+                                      "--config.steps=1000000", "--config.warmup_steps=5",
+                                      "--config.learning_rate=1e-3",
+                                      "--config.checkpoint_every=1000000"], timeout=180)
+    assert code == 0, err
+    rows = [json.loads(line) for line in open(tmp_path / "metrics.jsonl")]
+    train_rows = [r for r in rows if r["split"] == "train"]
+    last = train_rows[-1]["step"]
+    assert 5 < last < 1_000_000
+    assert "time budget of 0.2 minutes spent" in err or "time budget" in err
+    from bert_jax.checkpoints.paths import latest_checkpoint_step
+    assert latest_checkpoint_step(str(tmp_path)) == last
+    spent = json.load(open(tmp_path / time_budget.FILE))["elapsed_seconds"][str(last)]
+    assert budget * 60 <= spent < budget * 60 + 20
+    assert os.path.isfile(tmp_path / "export" / "model.safetensors")
+    rates = [r["learning_rate"] for r in train_rows if r["step"] > 5]
+    assert all(a >= b for a, b in zip(rates, rates[1:]))  # decays with the clock
+    assert rates[-1] < 0.2e-3  # near 0 when the budget ends
+    assert any(r["split"] == "eval" and r["step"] == last for r in rows)

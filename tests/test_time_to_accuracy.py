@@ -1,0 +1,66 @@
+"""bench/time_to_accuracy.py end to end at a budget of seconds: both curves exist, both
+frameworks evaluated the very same held-out masks, and they start from the same weights (the
+same held-out loss at step 0)."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+from conftest import ROOT
+
+
+def _harness():
+    spec = importlib.util.spec_from_file_location(
+        "time_to_accuracy", os.path.join(ROOT, "bench", "time_to_accuracy.py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["time_to_accuracy"] = module  # its dataclass looks its module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_harness_runs_both_frameworks_on_identical_heldout_masks(pretrain_setup, tmp_path):
+    base, overrides = pretrain_setup
+    keep = [o for o in overrides if "eval_every" not in o and "log_every" not in o]
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    proc = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "bench", "time_to_accuracy.py"), "--minutes", "0.5",
+         "--eval-every", "4", "--out", str(tmp_path), "--label", "smoke", *keep,
+         "--config.steps=100000", "--config.eval_batches=0"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.load(open(tmp_path / "smoke.json"))
+    ours, hf = result["curves"]
+    assert (ours["framework"], hf["framework"]) == ("ours", "hf")
+    for curve in (ours, hf):
+        assert len(curve["points"]) >= 2 and curve["steps"] > 1
+        assert curve["points"][-1]["step"] == curve["steps"]
+        minutes = [p["minutes"] for p in curve["points"]]
+        assert minutes == sorted(minutes) and minutes[-1] <= 0.5 + 0.5
+    # the same held-out arrays (ids, masks, positions, labels, weights) on both sides
+    assert ours["heldout_digest"] == hf["heldout_digest"] == ours["setup_digest"]
+    # the same initial weights and masks: the same held-out loss before any step
+    first_ours, first_hf = ours["points"][0], hf["points"][0]
+    assert first_ours["step"] == first_hf["step"] == 0
+    assert abs(first_ours["mlm_loss"] - first_hf["mlm_loss"]) < 1e-4
+    assert abs(first_ours["nsp_loss"] - first_hf["nsp_loss"]) < 1e-4
+    assert os.path.getsize(tmp_path / "smoke.png") > 10_000
+    assert "| ours smoke |" in open(tmp_path / "smoke.md").read()
+
+
+def test_table_reports_accuracy_at_marks_and_minutes_to_the_reference():
+    tta = _harness()
+    line = lambda acc: [{"minutes": m, "mlm_accuracy": a, "mlm_loss": 1.0, "step": i}  # noqa
+                        for i, (m, a) in enumerate(acc)]
+    ours = {"label": "ours", "framework": "ours", "steps": 9, "seconds": 900,
+            "points": line([(0, 0.0), (5, 0.2), (10, 0.3), (15, 0.35)])}
+    hf = {"label": "hf", "framework": "hf", "steps": 3, "seconds": 900,
+          "points": line([(0, 0.0), (5, 0.1), (10, 0.15), (15, 0.2)])}
+    assert tta.at_minutes(ours["points"], 2) == 0.2 * 2 / 5
+    assert tta.minutes_to(ours["points"], 0.2) == 5
+    assert tta.minutes_to(ours["points"], 0.25) == 7.5
+    assert tta.minutes_to(hf["points"], 0.5) is None
+    text = tta.table([ours, hf])
+    assert "| ours | 0.080 | 0.200 | 0.300 |" in text and "min to 0.200 (hf)" in text
+    assert text.splitlines()[2].endswith("| 5.0 |")
