@@ -36,6 +36,7 @@ import time
 import numpy as np
 
 MARKS = (2, 5, 10, 15)  # minutes the table reports
+EVAL_BATCH = 32  # held-out masks are drawn per batch of this many rows, whatever the recipe's
 
 
 # -- the shared setup ---------------------------------------------------------------------------
@@ -76,13 +77,14 @@ def setup(cfg, out: str) -> Setup:
     config = pretrain.model_config(cfg, tok.get_vocab_size(with_added_tokens=True))
     data, rows = pretrain.examples(cfg, tok)
     spec = pretrain.heldout_masking_spec(cfg, tok)
-    count = -(-len(rows["input_ids"]) // cfg.batch_size)
-    keys = rng.eval_keys(rng.run_key(cfg.seed), count)  # pretrain's own held-out masks
+    count = -(-len(rows["input_ids"]) // EVAL_BATCH)
+    # pretrain's own held-out keys (at batch_size 32): the same masks for every recipe
+    keys = rng.eval_keys(rng.run_key(cfg.seed), count)
     mask = jax.jit(lambda key, batch: masking.mask_batch(key, batch, spec))
     heldout = []
-    for key, (batch, n) in zip(keys, batches.eval_batches(rows, cfg.batch_size)):
+    for key, (batch, n) in zip(keys, batches.eval_batches(rows, EVAL_BATCH)):
         masked = {k: np.asarray(v) for k, v in mask(key, batch).items()}
-        masked["example_weights"] = (np.arange(cfg.batch_size) < n).astype(np.float32)
+        masked["example_weights"] = (np.arange(EVAL_BATCH) < n).astype(np.float32)
         heldout.append(masked)
     return Setup(cfg, tok, config, data, heldout, digest(heldout))
 
@@ -223,15 +225,17 @@ class OursTrainer:
 
 
 def initial_params(s: Setup):
-    """The initial weights both frameworks start from: ours, from the run's init key."""
+    """The initial weights both frameworks start from: ours, from the run's init key, as
+    `pretrain` makes them (position_init included)."""
     import jax
     import jax.numpy as jnp
 
     from bert_jax.models import BertForPreTraining
-    from bert_jax.training import rng
+    from bert_jax.training import initial_params as start, rng
     model = BertForPreTraining(s.config)
     ids = jnp.zeros((1, s.cfg.max_seq_length), jnp.int32)
-    return jax.jit(lambda key: model.init(key, ids)["params"])(rng.init_key(s.cfg.seed))
+    return jax.jit(lambda key: start.with_position_init(
+        model.init(key, ids)["params"], s.config, s.cfg.position_init))(rng.init_key(s.cfg.seed))
 
 
 class TorchTrainer:

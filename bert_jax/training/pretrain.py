@@ -24,8 +24,8 @@ from bert_jax.checkpoints.huggingface import save_hf
 from bert_jax.data import masking, tokenizer
 from bert_jax.errors import BertJaxError
 from bert_jax.models import BertConfig, BertForPreTraining
-from bert_jax.training import (loop, losses, optim, pretrain_config, pretrain_data, rng, run,
-                               sharding, steps, time_budget)
+from bert_jax.training import (initial_params, loop, losses, optim, pretrain_config,
+                               pretrain_data, rng, run, sharding, steps, time_budget)
 from bert_jax.training.metric_writer import parameter_table
 
 log = logging.getLogger("bert_jax")
@@ -50,7 +50,9 @@ def pretrain(cfg: pretrain_config.PretrainConfig, workdir: str) -> dict[str, flo
     with run.run_context(workdir, cfg.seed, cfg.keep_checkpoints, cfg.checkpoint_every) as ctx:
         state = run.init_state(ctx, model, optim.make_optimizer(cfg, schedule),
                                seq_len=cfg.max_seq_length, seed=cfg.seed,
-                               pretrained=pretrained, source=cfg.init_from)
+                               pretrained=pretrained, source=cfg.init_from,
+                               start=lambda p: initial_params.with_position_init(
+                                   p, config, cfg.position_init))
         del pretrained
         state = run.restore_latest(ctx, state)
         log.info("run %s\nmodel %s\n%s", json.dumps(dataclasses.asdict(cfg), sort_keys=True),

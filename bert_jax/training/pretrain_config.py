@@ -14,6 +14,7 @@ from typing import Optional
 
 from bert_jax.data.pretraining_data import OBJECTIVES
 from bert_jax.errors import BertJaxError
+from bert_jax.training.initial_params import POSITION_INITS
 from bert_jax.training.config_files import (NONFINITE_POLICIES, apply_overrides, check_fields,
                                             run_config_file)
 
@@ -31,6 +32,7 @@ class PretrainConfig:
     remat: bool = False  # recompute each layer in the backward pass: less memory, more time
     dropout: Optional[float] = None  # hidden and attention dropout; None keeps the model's (0.1)
     objective: str = "mlm+nsp"  # mlm+nsp: sentence pairs, MLM + NSP | mlm: packed rows, MLM only
+    position_init: str = "normal"  # normal (the original) | sinusoidal (a start, still learned)
     # data
     train_files: str = "data/austen/*.txt"  # glob of UTF-8 text files, one document per file
     documents: str = "file"  # "file": one document a file; "blank_line": split at blank lines
@@ -95,6 +97,7 @@ _NON_NEGATIVE = ("warmup_steps", "data_seed", "seed", "eval_every", "eval_batche
                  "prepare_workers", "max_predictions_per_seq", "phase1_seq_length")
 HELDOUT_MASKED_LM_PROB = 0.15  # held-out masks: the paper's rate whatever the training one
 _CHOICES = {"dtype": ("float32", "bfloat16"), "optimizer": ("adamw", "lamb"),
+            "position_init": POSITION_INITS,
             "documents": ("file", "blank_line"), "on_nonfinite": NONFINITE_POLICIES}
 
 

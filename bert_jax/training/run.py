@@ -66,16 +66,19 @@ def run_context(workdir: str, seed: int, keep_checkpoints: int, checkpoint_every
 
 def init_state(ctx: RunContext, model, tx, *, seq_len: int, seed: int,
                pretrained: Optional[dict] = None, source: str = "",
-               input_shape: Optional[tuple] = None) -> steps.TrainState:
+               input_shape: Optional[tuple] = None,
+               start: Optional[Callable[[dict], dict]] = None) -> steps.TrainState:
     """The one state initialiser: parameters from rng.init_key(seed), made directly in their
     replicated sharding; every group `pretrained` (read from `source`) has replaces its fresh
     init (a pretrained encoder under a fresh head); then the optimiser state.
 
     The model is initialised on input_ids of `input_shape` (default (1, seq_len); multiple
-    choice takes (1, C, L))."""
+    choice takes (1, C, L)). `start(params)` (pure) changes a fresh init where it begins
+    (pretraining's position_init); pretrained groups replace its result."""
     replicated = sharding.replicated(ctx.mesh)
     ids = jnp.zeros(input_shape or (1, seq_len), jnp.int32)
-    params = jax.jit(lambda key: model.init(key, ids)["params"],
+    start = start or (lambda p: p)
+    params = jax.jit(lambda key: start(model.init(key, ids)["params"]),
                      out_shardings=replicated)(rng.init_key(seed))
     if pretrained is not None:
         merged = model_dir.merge_params(pretrained, sharding.fetch(params), source)
