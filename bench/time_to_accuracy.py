@@ -31,6 +31,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 
 import numpy as np
@@ -420,7 +421,7 @@ def plot(curves: list, path: str, title: str = "") -> None:
         ax.grid(alpha=0.3)
     acc.legend(fontsize=8)
     if title:
-        fig.suptitle(title, fontsize=9)
+        fig.suptitle(textwrap.fill(title, 150), fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -471,8 +472,10 @@ def main(argv=None) -> int:
         worker(args)
         return 0
     if args.plot is not None:
-        curves = [c for path in args.plot for c in json.load(open(path))["curves"]]
-        write_outputs(curves, os.path.join(args.out, args.label or "compare"), "")
+        results = [json.load(open(path, encoding="utf-8")) for path in args.plot]
+        curves = [c for r in results for c in r["curves"]]
+        write_outputs(curves, os.path.join(args.out, args.label or "compare"),
+                      results[0].get("title", "") if len(results) == 1 else results[0]["cpu"])
         return 0
     label = args.label or (",".join(args.overrides) or "default")
     curves = []

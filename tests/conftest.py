@@ -72,7 +72,11 @@ def pretrain_setup(tmp_path_factory):
                  f"--config.train_files={corpus / '*.txt'}", "--config.max_seq_length=32",
                  "--config.max_predictions_per_seq=5", "--config.batch_size=8",
                  "--config.warmup_steps=2", "--config.log_every=1", "--config.eval_every=0",
-                 "--config.eval_batches=2", "--config.eval_fraction=0.05"]
+                 "--config.eval_batches=2", "--config.eval_fraction=0.05",
+                 # step-based, with dropout and the original init, whatever the default run's
+                 # recipe: resumes are bit-identical and dropout's keys are exercised
+                 "--config.time_budget_minutes=0", "--config.dropout=0.1",
+                 "--config.position_init=normal"]
     return base, overrides
 
 

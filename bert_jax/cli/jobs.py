@@ -126,8 +126,10 @@ def pretrain(args) -> int:
     if code:
         return code
     if final:
-        print(f"done: {cfg.steps} steps in {workdir}; held-out {summary(final)}; Hugging Face "
-              f"export in {os.path.join(workdir, 'export')}")
+        from bert_jax.checkpoints.paths import latest_checkpoint_step
+        steps = latest_checkpoint_step(workdir)  # fewer than cfg.steps when a budget ended it
+        print(f"done: {cfg.steps if steps is None else steps} steps in {workdir}; held-out "
+              f"{summary(final)}; Hugging Face export in {os.path.join(workdir, 'export')}")
     return 0
 
 

@@ -74,12 +74,14 @@ class Clock:
         return self.value >= self.budget
 
     def record(self, step: int) -> None:
-        """Keep the elapsed time of a checkpoint being saved at `step` (process 0 writes)."""
+        """Keep the elapsed time of a checkpoint being saved at `step` (process 0 writes, its
+        own clock now: the step before the save is done, compile included)."""
         if not self.is_main:
             return
         data = _read(self.path)
         spent = data.setdefault("elapsed_seconds", {})
-        spent[str(step)] = self.value
+        now = self.offset + (time.monotonic() - self.started if self.started else 0.0)
+        spent[str(step)] = max(now, self.value)
         for old in sorted(spent, key=int)[:-32]:  # far more than any keep_checkpoints
             del spent[old]
         data["budget_minutes"] = self.budget / 60
