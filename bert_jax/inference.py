@@ -16,7 +16,7 @@ import numpy as np
 
 from bert_jax.checkpoints import paths
 from bert_jax.checkpoints.model_dir import load_pretrained
-from bert_jax.data import batches, qa_answers, squad, tokenizer
+from bert_jax.data import batches, buckets, qa_answers, squad, tokenizer
 from bert_jax.data import token_classification as tagging
 from bert_jax.errors import BertJaxError
 from bert_jax.models import (BertForMaskedLM, BertForQuestionAnswering,
@@ -87,10 +87,11 @@ def check_sizes(config, max_length: int, batch_size: int, pairs: bool = False) -
 
 
 def _run_batched(fn, arrays: dict, batch_size: int):
-    """fn(batch) over every row in fixed-shape batches; padded rows dropped. fn may return a
-    tuple of arrays (start and end logits): so does this."""
-    parts = [jax.tree.map(lambda x, n=n: np.asarray(x)[:n], fn(b))
-             for b, n in batches.eval_batches(arrays, batch_size)]
+    """fn(batch) over every row in fixed-shape batches of max_length; padded rows dropped. fn may
+    return a tuple of arrays (start and end logits): so does this. For question answering,
+    whose n-best candidates are drawn over all max_length positions (as Hugging Face's)."""
+    results = ((fn(b), n) for b, n in batches.eval_batches(arrays, batch_size))
+    parts = [jax.tree.map(lambda x, n=n: x[:n], r) for r, n in buckets.overlapped(results)]
     return jax.tree.map(lambda *xs: np.concatenate(xs), *parts)
 
 
@@ -134,7 +135,7 @@ def tag_words(config, params, tok, sentences: Sequence[Sequence[str]], max_lengt
     feats = tagging.encode(tok, sentences, max_length)
     inputs = {k: feats[k] for k in ("input_ids", "token_type_ids", "attention_mask")}
     apply = functools.partial(jitted(_token_logits), config, jax.device_put(params))
-    logits = _run_batched(apply, inputs, batch_size)
+    logits = buckets.run(apply, inputs, batch_size, per_position=True)
     ids = tagging.word_predictions(logits, feats, len(sentences), [len(s) for s in sentences])
     return [[config.id2label[int(i)] for i in row] for row in ids]
 
@@ -146,35 +147,73 @@ def predict_proba(config, params, tok, texts: Sequence[str], pairs: Optional[Seq
     check_sizes(config, max_length, batch_size, pairs is not None)
     arrays = tokenizer.encode_batch(tok, texts, pairs, max_length, pad=True)
     apply = functools.partial(jitted(_class_probabilities), config, jax.device_put(params))
-    return _run_batched(apply, arrays, batch_size)
+    return buckets.run(apply, arrays, batch_size)
 
 
 def fill_mask(config, params, tok, text: str, top_k: int = 5) -> list[list[tuple[str, float]]]:
     """For each [MASK] in `text`, the top_k (token, probability) of the MLM head."""
+    return fill_masks(config, params, tok, [text], top_k, where=None)[0]
+
+
+def fill_masks(config, params, tok, texts: Sequence[str], top_k: int = 5, batch_size: int = 32,
+               where: Optional[str] = "texts") -> list[list[list[tuple[str, float]]]]:
+    """For each text, for each [MASK] in it, the top_k (token, probability) of the MLM head.
+
+    Texts are batched by length (data/buckets) and the top k is taken on the device: only k
+    of the vocabulary's probabilities come back per mask. Errors name the row of `where`, or
+    `text` when where is None (one text).
+    """
     require_head(params, "predictions")
-    if top_k < 1:
+    if not isinstance(top_k, int) or top_k < 1:
         raise BertJaxError(f"top_k: expected an integer ≥ 1, got {top_k}")
-    limit, mask = config.max_position_embeddings, tok.token_to_id("[MASK]")
-    full = tokenizer.encode(tok, text, max_length=None)["input_ids"]
-    # truncation keeps [CLS] and the first limit - 2 tokens: a [MASK] after them is lost
-    lost = [i for i, t in enumerate(full) if t == mask and i >= limit - 1]
-    if lost:
-        raise BertJaxError(f"text: [MASK] at token {lost[0] + 1} of {len(full)} is past the "
-                           f"model's {limit} positions (max_position_embeddings); shorten the "
-                           f"text before it")
-    enc = tokenizer.encode(tok, text, max_length=limit)
-    ids = np.asarray([enc["input_ids"]], np.int32)
-    positions = np.flatnonzero(ids[0] == mask)
-    if positions.size == 0:
-        raise BertJaxError(f"text: has no [MASK] token: {text!r}")
-    logits = BertForMaskedLM(config).apply(
-        {"params": {"bert": params["bert"], "predictions": params["predictions"]}}, ids,
-        np.asarray([enc["token_type_ids"]], np.int32), np.ones_like(ids), positions[None])
-    probs = np.asarray(jax.nn.softmax(logits[0], -1))  # (P, V)
+    limit = config.max_position_embeddings
+    check_sizes(config, limit, batch_size)
+    positions = _mask_positions(tok, texts, limit, where)
+    arrays = tokenizer.encode_batch(tok, texts, None, limit, pad=True)
+    apply = functools.partial(jitted(_top_k), config, min(top_k, config.vocab_size),
+                              jax.device_put({k: params[k] for k in ("bert", "predictions")}))
+    lengths = arrays["attention_mask"].sum(1)
+    results = ((apply({**{k: v[rows, :length] for k, v in arrays.items()},
+                       "masked_lm_positions": _padded(positions, rows)}), rows[:n])
+               for rows, n, length in buckets.plan(lengths, batch_size, limit))
+    out = [None] * len(texts)
+    for (probs, ids), rows in buckets.overlapped(results):
+        for row, p, i in zip(rows, probs, ids):
+            out[row] = [[(tok.id_to_token(int(t)), float(q)) for t, q in zip(i_m, p_m)]
+                        for i_m, p_m in zip(i[:len(positions[row])], p)]
+    return out
+
+
+def _mask_positions(tok, texts: Sequence[str], limit: int, where: Optional[str]) -> list:
+    """The [MASK] positions of each text once encoded to `limit` tokens; refuses a text without
+    one, or with one that truncation would cut off, naming its row."""
+    mask = tok.token_to_id("[MASK]")
+    full = tokenizer.encode_batch(tok, texts, None, max_length=None)["input_ids"]
     out = []
-    for row in probs:
-        top = np.argsort(-row, kind="stable")[:top_k]
-        out.append([(tok.id_to_token(int(i)), float(row[i])) for i in top])
+    for row, (text, ids) in enumerate(zip(texts, full)):
+        name = "text" if where is None else f"{where}: row {row + 1}"
+        found = np.flatnonzero(np.asarray(ids) == mask)
+        if found.size == 0:
+            raise BertJaxError(f"{name}: has no [MASK] token: {text!r}")
+        # truncation keeps [CLS] and the first limit - 2 tokens: a [MASK] after them is lost
+        if found[-1] >= limit - 1:
+            lost = found[found >= limit - 1][0]
+            raise BertJaxError(f"{name}: [MASK] at token {lost + 1} of {len(ids)} is past the "
+                               f"model's {limit} positions (max_position_embeddings); shorten "
+                               f"the text before it")
+        out.append(found.astype(np.int32))
+    if not out:
+        raise BertJaxError(f"{where or 'text'}: expected at least one text, got none")
+    return out
+
+
+def _padded(positions: list, rows: np.ndarray) -> np.ndarray:
+    """(B, P) [MASK] positions of `rows`, P the most of any row rounded up to a power of two
+    (few compiled shapes), padded with position 0, whose predictions are dropped."""
+    most = max(len(positions[r]) for r in rows)
+    out = np.zeros((len(rows), 1 << (most - 1).bit_length()), np.int32)
+    for i, r in enumerate(rows):
+        out[i, :len(positions[r])] = positions[r]
     return out
 
 
@@ -198,7 +237,8 @@ def embed(config, params, tok, texts: Sequence[str], pooling: str = "cls", max_l
     arrays = tokenizer.encode_batch(tok, texts, None, max_length, pad=True)
     apply = functools.partial(jitted(_pooled), config, pooling, bool(normalize), layers,
                               jax.device_put(params["bert"]))
-    out = _run_batched(apply, arrays, batch_size).astype(np.float32)
+    out = buckets.run(apply, arrays, batch_size, per_position=pooling == "none")
+    out = out.astype(np.float32)
     if pooling != "none":
         return out
     return [row[:n] for row, n in zip(out, arrays["attention_mask"].sum(1))]
@@ -260,15 +300,20 @@ def _token_logits(config, params, batch) -> jax.Array:
 
 def _pooled(config, pooling: str, normalize: bool, layers, params, batch) -> jax.Array:
     """(B, F) [CLS] or mean-of-real-tokens vectors, or (B, L, F) with pooling "none", of a
-    BertModel's last layer or of the hidden states `layers` concatenated."""
+    BertModel's last layer or of the hidden states `layers` concatenated. For [CLS] vectors
+    the last layer is computed at [CLS] only (BertModel output_positions)."""
     inputs = (batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
+    cls = pooling == "cls"
+    at = jnp.zeros((inputs[0].shape[0], 1), jnp.int32) if cls else None
     if layers is None:
-        seq, _ = BertModel(config).apply({"params": params}, *inputs)  # (B, L, H)
+        seq, _ = BertModel(config).apply({"params": params}, *inputs,
+                                         output_positions=at)  # (B, L or 1, H)
     else:
-        hidden = BertModel(config).apply({"params": params}, *inputs,
-                                         output_hidden_states=True).hidden_states
-        seq = jnp.concatenate([hidden[i] for i in layers], axis=-1)  # (B, L, F)
-    if pooling == "cls":
+        hidden = BertModel(config).apply({"params": params}, *inputs, output_hidden_states=True,
+                                         output_positions=at).hidden_states
+        seq = jnp.concatenate([hidden[i][:, :1] if cls else hidden[i] for i in layers],
+                              axis=-1)  # (B, L or 1, F)
+    if cls:
         out = seq[:, 0]
     elif pooling == "none":
         out = seq
@@ -280,8 +325,17 @@ def _pooled(config, pooling: str, normalize: bool, layers, params, batch) -> jax
     return out
 
 
+def _top_k(config, k: int, params, batch):
+    """(probabilities (B, P, k), token ids (B, P, k)), best first, of the MLM head at the
+    batch's masked_lm_positions: equal probabilities keep the lower id first (a stable sort)."""
+    logits = BertForMaskedLM(config).apply(
+        {"params": params}, batch["input_ids"], batch["token_type_ids"], batch["attention_mask"],
+        batch["masked_lm_positions"])  # (B, P, V)
+    return jax.lax.top_k(jax.nn.softmax(logits, -1), k)
+
+
 _STATIC = {_class_probabilities: (0,), _span_logits: (0,), _token_logits: (0,),
-           _pooled: (0, 1, 2, 3)}  # hashable leading arguments
+           _pooled: (0, 1, 2, 3), _top_k: (0, 1)}  # hashable leading arguments
 
 
 @functools.cache
@@ -290,4 +344,6 @@ def jitted(fn):
     of the program (a compile per call, as slow as the model is big); as an argument one
     compile serves every model of a config and batch shape. Made on first use: the compiler
     options ask for the backend, which must not start at import (jax.distributed first)."""
-    return jax.jit(fn, static_argnums=_STATIC[fn], compiler_options=xla_options.forward())
+    return jax.jit(fn, static_argnums=_STATIC[fn],
+                   compiler_options=xla_options.forward("float32"))
+

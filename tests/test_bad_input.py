@@ -987,6 +987,62 @@ def fill_mask_vocab_larger_than_model(b, t):
                 f"{model}/vocab.txt: 100 tokens, more than the model's vocab_size (97)")
 
 
+def masked_file(t, *lines) -> str:
+    (t / "masked.txt").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return str(t / "masked.txt")
+
+
+@case
+def fill_mask_file_row_without_mask(b, t):
+    source = masked_file(t, "a [MASK] day", "a good day")
+    return Case(["fill-mask", path(b, "ours"), "--input", source, "--output",
+                 str(t / "top.jsonl")], f"{source}: row 2: has no [MASK] token: 'a good day'",
+                absent=(t / "top.jsonl",))
+
+
+@case
+def fill_mask_file_mask_past_the_positions(b, t):
+    source = masked_file(t, "a [MASK] day", LONG + " the [MASK] .")
+    return Case(["fill-mask", path(b, "ours"), "--input", source, "--output",
+                 str(t / "top.jsonl")],
+                f"{source}: row 2: [MASK] at token 68 of 70 is past the model's 40 positions",
+                absent=(t / "top.jsonl",))
+
+
+@case
+def fill_mask_text_and_input(b, t):
+    return Case(["fill-mask", path(b, "ours"), "a [MASK] day", "--input",
+                 masked_file(t, "a [MASK] day"), "--output", str(t / "top.jsonl")],
+                "give a TEXT or --input FILE, not both", absent=(t / "top.jsonl",))
+
+
+@case
+def fill_mask_neither_text_nor_input(b, t):
+    return Case(["fill-mask", path(b, "ours")],
+                "give a TEXT, or --input FILE with --output FILE.jsonl")
+
+
+@case
+def fill_mask_input_without_output(b, t):
+    return Case(["fill-mask", path(b, "ours"), "--input", masked_file(t, "a [MASK] day")],
+                "--output: required with --input")
+
+
+@case
+def fill_mask_file_output_not_jsonl(b, t):
+    return Case(["fill-mask", path(b, "ours"), "--input", masked_file(t, "a [MASK] day"),
+                 "--output", str(t / "top.csv")],
+                f"{t / 'top.csv'}: unknown output type .csv; expected .jsonl",
+                absent=(t / "top.csv",))
+
+
+@case
+def fill_mask_file_batch_size_zero(b, t):
+    return Case(["fill-mask", path(b, "ours"), "--input", masked_file(t, "a [MASK] day"),
+                 "--output", str(t / "top.jsonl"), "--batch-size", "0"],
+                "--batch-size: expected an integer ≥ 1, got 0", absent=(t / "top.jsonl",))
+
+
 # embed
 
 @case

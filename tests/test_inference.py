@@ -51,6 +51,49 @@ def test_fill_mask_top_k_matches_transformers(mlm_dir, capsys):
     assert out.count("[MASK] ") == 2 and candidates[0][0] in out
 
 
+MASKED = ["the [MASK] sat on the mat.", "[MASK] is the capital of France, and a large city.",
+          "she [MASK] a long letter to her sister about the ball, the [MASK] and the weather.",
+          "a [MASK]"]
+
+
+def test_fill_masks_of_a_file_match_transformers_text_by_text(mlm_dir, tmp_path, capsys):
+    """Texts of mixed lengths batched by length: each text's top k as transformers gives for
+    that text alone, in input order, from the library and from `fill-mask --input`."""
+    import json
+
+    import torch
+    import transformers
+    path, hf = mlm_dir
+    hf_tok = transformers.AutoTokenizer.from_pretrained(path)
+    config, params, tok = inference.load(str(path))
+    ours = inference.fill_masks(config, params, tok, MASKED, top_k=4, batch_size=3)
+    assert [len(m) for m in ours] == [1, 1, 2, 1]
+    for text, masks in zip(MASKED, ours):
+        enc = hf_tok(text, return_tensors="pt")
+        with torch.no_grad():
+            logits = hf(**enc).prediction_logits[0]
+        positions = (enc["input_ids"][0] == hf_tok.mask_token_id).nonzero()[:, 0]
+        for candidates, position in zip(masks, positions):
+            top = torch.topk(torch.softmax(logits[position], -1), 4)
+            assert [t for t, _ in candidates] == hf_tok.convert_ids_to_tokens(top.indices)
+            np.testing.assert_allclose([p for _, p in candidates], top.values, atol=1e-5)
+    alone = inference.fill_mask(config, params, tok, MASKED[2], top_k=4)  # one text, its length
+    assert [[t for t, _ in m] for m in alone] == [[t for t, _ in m] for m in ours[2]]
+    np.testing.assert_allclose([[p for _, p in m] for m in alone],
+                               [[p for _, p in m] for m in ours[2]], atol=1e-7)
+    source, out = tmp_path / "masked.txt", tmp_path / "top.jsonl"
+    source.write_text("\n".join(MASKED) + "\n", encoding="utf-8")
+    assert cli.main(["fill-mask", str(path), "--input", str(source), "--output", str(out),
+                     "--top-k", "4", "--batch-size", "3"]) == 0
+    assert "wrote the top 4 tokens of 5 masks in 4 texts" in capsys.readouterr().out
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [r["text"] for r in rows] == MASKED
+    for r, masks in zip(rows, ours):
+        assert [[c["token"] for c in m] for m in r["masks"]] == [[t for t, _ in m] for m in masks]
+        np.testing.assert_allclose([[c["probability"] for c in m] for m in r["masks"]][0],
+                                   [p for _, p in masks[0]], atol=1e-7)
+
+
 @pytest.mark.parametrize("pooling", ["cls", "mean"])
 def test_embed_matches_transformers(minilm_dir, pooling, tmp_path, capsys):
     import torch
@@ -286,3 +329,89 @@ def test_cli_embed_layers_end_to_end(tiny, tiny_dir, tmp_path, capsys):
     out = tmp_path / "cls.npy"
     assert cli.main(common + ["--output", str(out)]) == 0
     np.testing.assert_allclose(np.load(out), hidden[2][:, 0], atol=2e-6)
+
+
+# -- length buckets: padding is not computed, outputs equal the padded path's -----------------
+
+def mixed_texts(n=11, seed=0):
+    """Texts of 1 to 20 words (3 to 22 tokens) in shuffled order: two buckets at max_length 24."""
+    rng = np.random.default_rng(seed)
+    return [" ".join(rng.choice(WORDS[5:], size=int(k))) for k in rng.integers(1, 21, n)]
+
+
+def test_bucket_lengths_are_few_and_fit_every_row():
+    from bert_jax.data import buckets
+    assert sorted({buckets.bucket_length(n, 128) for n in range(1, 129)}) == list(
+        range(16, 129, 16))
+    assert len({buckets.bucket_length(n, 512) for n in range(1, 513)}) == 16
+    for n in range(1, 513):
+        b = buckets.bucket_length(n, 512)
+        assert n <= b and (b - n < 16 or b - n < n / 4), n
+    assert buckets.bucket_length(120, 100) == 100  # never past max_length
+    lengths = np.array([5, 30, 3, 17, 16, 99, 4])
+    batches = list(buckets.plan(lengths, 3, 100))
+    # buckets 16, 32, 100; a compile costs 4096 positions, 1365 per row of 3: none is worth one
+    assert [(n, length) for _, n, length in batches] == [(3, 100), (3, 100), (1, 100)]
+    many = np.repeat(lengths, 100)
+    batches = list(buckets.plan(many, 3, 100))  # many rows: every bucket is worth its compile
+    assert sorted({length for _, _, length in batches}) == [16, 32, 100]
+    assert sorted(np.concatenate([rows[:n] for rows, n, _ in batches])) == list(range(700))
+    assert all(len(rows) == 3 for rows, _, _ in batches)  # the batch dimension never changes
+    assert all(many[rows].max() <= length for rows, _, length in batches)
+    assert buckets.merged([16] * 10 + [32] * 5 + [48, 128], 128) == [16] * 10 + [32] * 5 + [
+        128, 128]
+
+
+def test_bucketed_predictions_equal_the_padded_path_in_input_order(tiny):
+    """predict_proba and every embed pooling on texts of mixed lengths: each batch computed at
+    its bucket (one compile per bucket), results in input order equal to one padded batch's."""
+    import jax
+
+    from bert_jax.data import tokenizer
+    from bert_jax.models import BertForSequenceClassification, BertModel
+    from bert_jax.data import buckets
+    config, tok, params, _ = tiny
+    texts = mixed_texts(2000)  # enough batches at 16 tokens to be worth their compile
+    b = tokenizer.encode_batch(tok, texts, None, 24, pad=True)
+    inputs = (b["input_ids"], b["token_type_ids"], b["attention_mask"])
+    assert len(set(b["attention_mask"].sum(1))) > 5
+    with backend_compiles() as compiles:
+        probs = inference.predict_proba(config, params, tok, texts, None, 24, 32)
+    plan = list(buckets.plan(b["attention_mask"].sum(1), 32, 24))
+    assert {length for _, _, length in plan} == {16, 24}
+    assert len(compiles) == 2  # one per bucket
+    logits = jax.jit(BertForSequenceClassification(config).apply)({"params": params}, *inputs)
+    np.testing.assert_allclose(probs, jax.nn.softmax(logits, -1), atol=1e-5)
+    hidden = jax.jit(lambda *x: BertModel(config).apply(
+        {"params": params["bert"]}, *x, output_hidden_states=True).hidden_states)(*inputs)
+    m = b["attention_mask"][..., None].astype(np.float32)
+    picked = np.concatenate([hidden[0], hidden[-1]], -1)  # layers (0, -1)
+    np.testing.assert_allclose(inference.embed(config, params, tok, texts, "cls", 24, 32,
+                                               layers=(0, -1)), picked[:, 0], atol=1e-5)
+    np.testing.assert_allclose(inference.embed(config, params, tok, texts, "mean", 24, 32,
+                                               layers=(0, -1)),
+                               (picked * m).sum(1) / m.sum(1), atol=1e-5)
+    tokens = inference.embed(config, params, tok, texts, "none", 24, 32)
+    for vectors, row, n in zip(tokens, np.asarray(hidden[-1]), b["attention_mask"].sum(1)):
+        assert vectors.shape == (n, 32)
+        np.testing.assert_allclose(vectors, row[:n], atol=1e-5)
+
+
+def test_bucketed_word_tags_equal_the_padded_path(tiny):
+    import jax
+
+    from bert_jax.data import token_classification as tagging
+    from bert_jax.models import BertForTokenClassification
+    config, tok, _, _ = tiny
+    config = config.replace(id2label=("O", "B-X", "I-X", "B-Y"))
+    ids = np.ones((1, 8), np.int32)
+    params = BertForTokenClassification(config).init(jax.random.key(3), ids, ids, ids)["params"]
+    sentences = [t.split() for t in mixed_texts(seed=1)]
+    feats = tagging.encode(tok, sentences, 24)
+    logits = BertForTokenClassification(config).apply(
+        {"params": params}, *(feats[k] for k in ("input_ids", "token_type_ids",
+                                                 "attention_mask")))
+    want = tagging.word_predictions(np.asarray(logits), feats, len(sentences),
+                                    [len(s) for s in sentences])
+    tags = inference.tag_words(config, params, tok, sentences, 24, 3)
+    assert tags == [[config.id2label[int(i)] for i in row] for row in want]

@@ -108,6 +108,43 @@ def test_mlm_at_positions_equals_all_positions_gathered_and_decoder_is_tied():
     assert emb.shape == (101, 32)
 
 
+def test_last_layer_at_positions_equals_the_full_output_gathered():
+    """output_positions: the last layer at those rows only, the same numbers; the task models
+    that read only [CLS] or the masked positions use it in forward passes, never in training."""
+    from bert_jax.models.task_models import BertForMultipleChoice
+    ids, types, mask = batch()
+    params = BertForPreTraining(TINY).init(jax.random.key(0), ids, types, mask)["params"]
+    positions = np.array([[0, 5], [1, 2], [2, 0]], np.int32)
+    full = BertModel(TINY).apply({"params": params["bert"]}, ids, types, mask,
+                                 output_hidden_states=True, output_attentions=True)
+    at = BertModel(TINY).apply({"params": params["bert"]}, ids, types, mask,
+                               output_hidden_states=True, output_attentions=True,
+                               output_positions=positions)
+    pick = lambda x: np.take_along_axis(np.asarray(x), positions[..., None], 1)  # noqa: E731
+    assert at.sequence_output.shape == (3, 2, 32)
+    np.testing.assert_allclose(at.sequence_output, pick(full.sequence_output), atol=1e-6)
+    np.testing.assert_allclose(at.hidden_states[-1], at.sequence_output, atol=0)
+    np.testing.assert_allclose(at.hidden_states[1], full.hidden_states[1], atol=1e-6)
+    np.testing.assert_allclose(at.attentions[-1], np.take_along_axis(
+        np.asarray(full.attentions[-1]), positions[:, None, :, None], 2), atol=1e-6)
+    cls = BertModel(TINY).apply({"params": params["bert"]}, ids, types, mask,
+                                output_positions=np.zeros((3, 1), np.int32))
+    np.testing.assert_allclose(cls[1], full.pooled_output, atol=1e-6)  # BERT's pooled output
+    mlm = BertForMaskedLM(TINY).apply({"params": params}, ids, types, mask, positions)
+    mlm_full = BertForPreTraining(TINY).apply({"params": params}, ids, types, mask, positions)[0]
+    np.testing.assert_allclose(mlm, mlm_full, atol=1e-5)
+    for module, x in ((BertForSequenceClassification, (ids, types, mask)),
+                      (BertForMultipleChoice, tuple(np.stack([a, a[::-1]], 1)
+                                                    for a in (ids, types, mask)))):
+        p = module(TINY).init(jax.random.key(1), *x)
+        key = {"dropout": jax.random.key(2)}
+        with_dropout = module(TINY.replace(hidden_dropout_prob=0.0,
+                                           attention_probs_dropout_prob=0.0))
+        np.testing.assert_allclose(module(TINY).apply(p, *x),  # [CLS] only in the last layer
+                                   with_dropout.apply(p, *x, deterministic=False, rngs=key),
+                                   atol=1e-5)
+
+
 def test_untied_decoder_has_its_own_weights():
     config = TINY.replace(tie_word_embeddings=False)
     params = BertForMaskedLM(config).init(jax.random.key(0), *batch())["params"]
@@ -143,7 +180,8 @@ def test_xla_options_compile_and_keep_results():
     params = model.init(jax.random.key(0), ids, types, mask)
     fwd = lambda p: model.apply(p, ids, types, mask)[0]  # noqa: E731
     plain = jax.jit(fwd)(params)
-    for options in (xla_options.forward(), xla_options.train_step(remat=True)):
+    for options in (xla_options.forward(), xla_options.train_step(remat=True),
+                    xla_options.forward("float32"), xla_options.forward("bfloat16")):
         np.testing.assert_allclose(jax.jit(fwd, compiler_options=options)(params), plain,
                                    atol=1e-5, rtol=1e-5)
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from bert_jax.models.ops import matmul
-from bert_jax.models.ops.attention import attention
+from bert_jax.models.ops.attention import attention, forward_attention
 from bert_jax.models.ops.dense import Dense
 from bert_jax.models.ops.dropout import Dropout, dropout, dropout_mask, random_bits
 from bert_jax.models.ops.layer_norm import LayerNorm
@@ -152,6 +152,22 @@ def test_attention_equals_plain_softmax_attention(rate):
     # hidden keys get no gradient at all
     hidden = ~np.asarray(mask[:, 0, 0, :])
     assert np.all(np.asarray(grads[1])[hidden] == 0) and np.all(np.asarray(grads[2])[hidden] == 0)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_forward_attention_equals_jax_dot_product_attention(dtype):
+    """Heads-first layout, float32 accumulation: jax.nn's result, to its rounding in bfloat16."""
+    B, L, N, D = 3, 10, 2, 8
+    q, k, v = (normal(i, (B, L, N, D)).astype(dtype) for i in range(3))
+    mask = jnp.asarray(np.arange(L)[None, :] < np.array([10, 6, 2])[:, None])[:, None, None, :]
+    ours = jax.jit(forward_attention, static_argnums=4)(q, k, v, mask, jnp.dtype(dtype))
+    ref = jax.nn.dot_product_attention(q, k, v, mask=mask)
+    assert ours.shape == ref.shape == (B, L, N, D) and ours.dtype == ref.dtype == dtype
+    tol = 1e-6 if dtype == "float32" else BF16_ULP
+    np.testing.assert_allclose(np.asarray(ours, np.float32), np.asarray(ref, np.float32),
+                               rtol=tol, atol=tol)
+    np.testing.assert_allclose(ours.astype(jnp.float32), reference_attention(
+        *(x.astype(jnp.float32) for x in (q, k, v)), mask), rtol=tol, atol=tol)
 
 
 # --- mixed-precision einsum --------------------------------------------------------------------

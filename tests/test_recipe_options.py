@@ -62,10 +62,13 @@ def test_masking_rate_trains_at_its_rate_and_holds_out_at_15_percent(tok):
         assert abs(float(out["masked_lm_weights"].sum()) / real - share) < 0.005
 
 
-def test_an_explicit_prediction_cap_below_the_rate_warns(caplog):
-    with caplog.at_level("WARNING", logger="bert_jax"):
-        pretrain_config.validate(PretrainConfig(masked_lm_prob=0.3, max_predictions_per_seq=20))
-    assert "caps the masked tokens" in caplog.text
+def test_an_explicit_prediction_cap_below_the_rate_is_named():
+    capped = PretrainConfig(masked_lm_prob=0.3, max_predictions_per_seq=20)
+    assert pretrain_config.prediction_cap(capped) == (
+        "config.max_predictions_per_seq: 20 caps the masked tokens below masked_lm_prob 0.3 of "
+        "128 tokens; 0 (or 39) masks them all")
+    assert pretrain_config.prediction_cap(capped.replace(max_predictions_per_seq=0)) == ""
+    assert pretrain_config.prediction_cap(PretrainConfig(max_predictions_per_seq=20)) == ""
 
 
 @pytest.mark.parametrize("field, value, needle", [

@@ -49,11 +49,20 @@ def add_parsers(sub) -> None:
     p.add_argument("--batch-size", type=int, default=32)
     p.set_defaults(run=predict)
 
-    p = sub.add_parser("fill-mask", help="top-k tokens for each [MASK] in a text")
+    p = sub.add_parser("fill-mask", help="top-k tokens for each [MASK] in a text or a file",
+                       description="TEXT: prints the top-k tokens of each [MASK]. --input FILE "
+                                   "(txt, one text a line; csv, jsonl, …): writes a jsonl line "
+                                   'per row, {"text": …, "masks": [[{"token": …, '
+                                   '"probability": …}, …top-k], …a list per [MASK]]}.')
     flags.add_common(p)
     p.add_argument("model", help="a model with an MLM head (BertForPreTraining / MaskedLM)")
-    p.add_argument("text", help='e.g. "the capital of france is [MASK]."')
+    p.add_argument("text", nargs="?", default=None,
+                   help='e.g. "the capital of france is [MASK]."; or give --input')
+    p.add_argument("--input", default=None, help="txt (one text a line), csv, jsonl, …")
+    p.add_argument("--output", default=None, help="FILE.jsonl, with --input")
+    p.add_argument("--text-column", default="text")
     p.add_argument("--top-k", type=int, default=5)
+    p.add_argument("--batch-size", type=int, default=32)
     p.set_defaults(run=fill_mask)
 
     p = sub.add_parser("embed", help="one vector per text (.npy), or per token (.jsonl)")
@@ -216,6 +225,37 @@ def _write_frame(frame, path: str) -> None:
 
 
 def fill_mask(args) -> None:
+    from bert_jax import inference
+    if args.text is not None and args.input is not None:
+        raise BertJaxError("give a TEXT or --input FILE, not both")
+    if args.text is None and args.input is None:
+        raise BertJaxError("give a TEXT, or --input FILE with --output FILE.jsonl")
+    if args.input is None:
+        if args.output is not None:
+            raise BertJaxError("--output: writes the predictions for --input FILE; with a "
+                               "TEXT they are printed")
+        return _fill_mask_text(args)
+    from bert_jax.checkpoints import atomic
+    if args.output is None:
+        raise BertJaxError("--output: required with --input (a FILE.jsonl)")
+    atomic.check_output_file(args.output, (".jsonl",), args.input)
+    config, params, tok = inference.load(args.model, head="predictions")
+    _, texts, _ = _read_texts(args.input, args.text_column, "")
+    limit = config.max_position_embeddings
+    _, warnings = inference.fit_length(config, tok, texts, None, limit, args.batch_size)
+    predictions = inference.fill_masks(config, params, tok, texts, args.top_k, args.batch_size,
+                                       where=args.input)
+    _warn(args.command, warnings)
+    with atomic.atomic_file(args.output) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        for text, masks in zip(texts, predictions):
+            row = {"text": text, "masks": [[{"token": t, "probability": p} for t, p in m]
+                                           for m in masks]}
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    print(f"wrote the top {args.top_k} tokens of {sum(map(len, predictions))} masks in "
+          f"{len(texts)} texts to {args.output}")
+
+
+def _fill_mask_text(args) -> None:
     from bert_jax import inference
     config, params, tok = inference.load(args.model, head="predictions")
     candidates_per_mask = inference.fill_mask(config, params, tok, args.text, args.top_k)

@@ -1,2 +1,3 @@
 """Data: text files → tokenizer → sentences → pretraining examples; masking (pure, jittable);
-batches (a pure function of (seed, step)); labelled classification data."""
+batches (a pure function of (seed, step)); length buckets for inference; labelled
+classification data."""

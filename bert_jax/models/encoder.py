@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 
 from bert_jax.models.config import BertConfig
-from bert_jax.models.ops.attention import attention, attention_probs
+from bert_jax.models.ops.attention import attention, attention_probs, forward_attention
 from bert_jax.models.ops.dense import Dense
 from bert_jax.models.ops.dropout import Dropout
 from bert_jax.models.ops.layer_norm import LayerNorm
@@ -88,26 +88,34 @@ class SelfAttention(nn.Module):
     dtype: jnp.dtype = jnp.float32
 
     @nn.compact
-    def __call__(self, x, attention_mask, deterministic: bool, output_attentions: bool = False):
+    def __call__(self, x, attention_mask, deterministic: bool, output_attentions: bool = False,
+                 positions=None):
+        """positions (B, P): only the queries there (Encoder's last layer, when asked), so
+        the output is (B, P, H); else every position's, (B, L, H)."""
         cfg = self.config
         B, L, H = x.shape
-        heads = lambda y: y.reshape(B, L, cfg.num_attention_heads, cfg.head_dim)  # noqa: E731
+        heads = lambda y: y.reshape(B, -1, cfg.num_attention_heads, cfg.head_dim)  # noqa: E731
         xc = x.astype(self.dtype)  # rounded once, and kept once for the three backward passes
-        q = heads(dense(cfg, H, self.dtype, "query")(xc))  # (B, L, N, D)
+        if positions is not None:  # P query rows; keys and values stay every position's
+            x = gather(x, positions)  # (B, P, H)
+        q = heads(dense(cfg, H, self.dtype, "query")(
+            xc if positions is None else gather(xc, positions)))  # (B, L or P, N, D)
         k = heads(dense(cfg, H, self.dtype, "key")(xc))  # (B, L, N, D)
         v = heads(dense(cfg, H, self.dtype, "value")(xc))  # (B, L, N, D)
         mask = attention_mask[:, None, None, :].astype(bool)  # (B, 1, 1, L): keys only
         rate = 0.0 if deterministic else cfg.attention_probs_dropout_prob
-        # BERT drops attention probabilities; jax.nn's fused kernel has no dropout
-        ctx = attention(q, k, v, mask, dropout_rate=rate, dtype=self.dtype,
-                        dropout_rng=self.make_rng("dropout") if rate else None)  # (B, L, N, D)
-        y = dense(cfg, H, self.dtype, "output")(ctx.reshape(B, L, H))  # (B, L, H)
+        if deterministic:  # eval, predict, embed: no backward pass to keep anything for
+            ctx = forward_attention(q, k, v, mask, self.dtype)  # (B, L or P, N, D)
+        else:  # BERT drops attention probabilities; jax.nn's fused kernel has no dropout
+            ctx = attention(q, k, v, mask, dropout_rate=rate, dtype=self.dtype,
+                            dropout_rng=self.make_rng("dropout") if rate else None)
+        y = dense(cfg, H, self.dtype, "output")(ctx.reshape(x.shape))  # (B, L or P, H)
         y = Dropout(cfg.hidden_dropout_prob)(y, deterministic=deterministic)
         out = layer_norm(cfg, "layer_norm")(x + y)
         if not output_attentions:
             return out
         # recomputed beside `attention` (one more q·k product) so the default path is untouched
-        return out, attention_probs(q, k, mask, self.dtype)  # (B, N, L, L) before dropout
+        return out, attention_probs(q, k, mask, self.dtype)  # (B, N, L or P, L), no dropout
 
 
 class FeedForward(nn.Module):
@@ -133,9 +141,10 @@ class EncoderLayer(nn.Module):
     dtype: jnp.dtype = jnp.float32
 
     @nn.compact
-    def __call__(self, x, attention_mask, deterministic: bool, output_attentions: bool = False):
+    def __call__(self, x, attention_mask, deterministic: bool, output_attentions: bool = False,
+                 positions=None):
         x = SelfAttention(self.config, self.dtype, name="attention")(
-            x, attention_mask, deterministic, output_attentions)
+            x, attention_mask, deterministic, output_attentions, positions)
         x, probs = x if output_attentions else (x, None)
         x = FeedForward(self.config, self.dtype, name="feed_forward")(x, deterministic)
         return (x, probs) if output_attentions else x
@@ -151,15 +160,18 @@ class Encoder(nn.Module):
 
     @nn.compact
     def __call__(self, x, attention_mask, deterministic: bool, output_hidden_states: bool = False,
-                 output_attentions: bool = False):
+                 output_attentions: bool = False, positions=None):
         """x (B, L, H), or with either flag (x, hidden_states, attentions): the input and
-        every layer's output, and every layer's attention probabilities (None if not asked)."""
+        every layer's output, and every layer's attention probabilities (None if not asked).
+        positions (B, P): the last layer only there, its output (B, P, H)."""
         # static_argnums counts self: 3 is `deterministic`, 4 `output_attentions`
         layer = nn.remat(EncoderLayer, static_argnums=(3, 4)) if self.remat else EncoderLayer
         hidden, attentions = [x], []
+        last = self.config.num_hidden_layers - 1
         for i in range(self.config.num_hidden_layers):
-            x = layer(self.config, self.dtype, name=f"layer_{i}")(x, attention_mask, deterministic,
-                                                                 output_attentions)
+            x = layer(self.config, self.dtype, name=f"layer_{i}")(
+                x, attention_mask, deterministic, output_attentions,
+                positions if i == last else None)
             if output_attentions:
                 x, probs = x
                 attentions.append(probs)
@@ -204,6 +216,11 @@ class BertModel(nn.Module):
     `remat` recomputes each encoder layer in the backward pass (see Encoder).
     `add_pooling_layer=False` (HF's name) makes no pooler weights and returns None for pooled:
     the per-position task models (question answering, token classification) have none.
+    `output_positions` (B, P): the last layer is computed only at those positions, all that a
+    [CLS] classifier (P = 1, position 0) or a masked-LM head reads: sequence_output (and the
+    last hidden state) is then (B, P, H), the full one's rows there, and the pooler pools its
+    first row. Its keys and values are still every position's; the rest of that layer (a
+    sixth of MiniLM's work) is skipped for the other positions.
     """
 
     config: BertConfig
@@ -214,7 +231,7 @@ class BertModel(nn.Module):
     @nn.compact
     def __call__(self, input_ids, token_type_ids=None, attention_mask=None,
                  deterministic: bool = True, output_hidden_states: bool = False,
-                 output_attentions: bool = False):
+                 output_attentions: bool = False, output_positions=None):
         if token_type_ids is None:
             token_type_ids = jnp.zeros_like(input_ids)
         if attention_mask is None:
@@ -222,12 +239,19 @@ class BertModel(nn.Module):
         x = Embeddings(self.config, self.dtype, name="embeddings")(
             input_ids, token_type_ids, deterministic)
         x = Encoder(self.config, self.dtype, self.remat, name="encoder")(
-            x, attention_mask, deterministic, output_hidden_states, output_attentions)
+            x, attention_mask, deterministic, output_hidden_states, output_attentions,
+            output_positions)
         full = output_hidden_states or output_attentions
         x, hidden_states, attentions = x if full else (x, None, None)
         pooled = (Pooler(self.config, self.dtype, name="pooler")(x) if self.add_pooling_layer
                   else None)
         return BertOutput(x, pooled, hidden_states, attentions) if full else (x, pooled)
+
+
+def gather(x, positions) -> jax.Array:
+    """(B, L, …) gathered at (B, P) positions → (B, P, …)."""
+    positions = positions.astype(jnp.int32).reshape(positions.shape + (1,) * (x.ndim - 2))
+    return jnp.take_along_axis(x, positions, axis=1)
 
 
 def word_embeddings(bert: BertModel) -> Optional[jnp.ndarray]:

@@ -24,14 +24,17 @@ from bert_jax.models.heads import MlmHead, NspHead, gather_positions
 
 
 def _encode_and_predict(module, input_ids, token_type_ids, attention_mask, positions,
-                        deterministic):
+                        deterministic, need_pooled: bool = True):
     """The encoder ("bert") and MLM head ("predictions") inside `module`'s compact call.
 
-    Returns (mlm_logits (B, P, V), pooled_output (B, H)).
+    Returns (mlm_logits (B, P, V), pooled_output (B, H)). Without need_pooled, a forward pass
+    computes the last layer at the positions only (last_layer_at), and pooled is not BERT's.
     """
     bert = BertModel(module.config, module.dtype, module.remat, name="bert")
-    sequence_output, pooled = bert(input_ids, token_type_ids, attention_mask, deterministic)
-    if positions is not None:
+    at = None if need_pooled or positions is None else last_layer_at(positions, deterministic)
+    sequence_output, pooled = bert(input_ids, token_type_ids, attention_mask, deterministic,
+                                   output_positions=at)
+    if positions is not None and at is None:
         sequence_output = gather_positions(sequence_output, positions)
     mlm_logits = MlmHead(module.config, module.dtype, name="predictions")(
         sequence_output, word_embeddings(bert))
@@ -73,7 +76,7 @@ class BertForMaskedLM(nn.Module):
     def __call__(self, input_ids, token_type_ids=None, attention_mask=None,
                  masked_lm_positions=None, deterministic: bool = True):
         mlm_logits, _ = _encode_and_predict(self, input_ids, token_type_ids, attention_mask,
-                                            masked_lm_positions, deterministic)
+                                            masked_lm_positions, deterministic, need_pooled=False)
         return mlm_logits
 
 
@@ -89,10 +92,23 @@ class BertForSequenceClassification(nn.Module):
                  deterministic: bool = True):
         cfg = self.config
         _, pooled = BertModel(cfg, self.dtype, self.remat, name="bert")(
-            input_ids, token_type_ids, attention_mask, deterministic)
+            input_ids, token_type_ids, attention_mask, deterministic,
+            output_positions=last_layer_at(_first(input_ids), deterministic))
         pooled = _classifier_dropout(cfg)(pooled, deterministic=deterministic)
         logits = dense(cfg, cfg.num_labels, self.dtype, "classifier")(pooled)
         return logits.astype(jnp.float32)
+
+
+def last_layer_at(positions, deterministic: bool):
+    """Where a forward pass needs the last encoder layer (BertModel output_positions): at
+    `positions` only. Training computes it everywhere, so its dropout masks, drawn over the
+    full (B, L, H) shape, stay those of every earlier run."""
+    return positions if deterministic else None
+
+
+def _first(input_ids):
+    """(B, 1) zeros: the [CLS] position of each row."""
+    return jnp.zeros((input_ids.shape[0], 1), jnp.int32)
 
 
 def _classifier_dropout(cfg: BertConfig) -> nn.Dropout:
@@ -163,7 +179,8 @@ class BertForMultipleChoice(nn.Module):
         B, C, L = input_ids.shape
         flat = lambda x: None if x is None else x.reshape(B * C, L)  # noqa: E731
         _, pooled = BertModel(cfg, self.dtype, self.remat, name="bert")(
-            flat(input_ids), flat(token_type_ids), flat(attention_mask), deterministic)
+            flat(input_ids), flat(token_type_ids), flat(attention_mask), deterministic,
+            output_positions=last_layer_at(_first(flat(input_ids)), deterministic))
         pooled = _classifier_dropout(cfg)(pooled, deterministic=deterministic)
         logits = dense(cfg, 1, self.dtype, "classifier")(pooled)  # (B·C, 1)
         return logits.reshape(B, C).astype(jnp.float32)

@@ -122,11 +122,6 @@ def validate(cfg: PretrainConfig) -> PretrainConfig:
     if not 0.0 < cfg.masked_lm_prob:
         raise BertJaxError(f"config.masked_lm_prob: expected a value in (0, 1), got "
                            f"{cfg.masked_lm_prob}")
-    wanted = math.ceil(cfg.masked_lm_prob * cfg.max_seq_length)
-    if 0 < cfg.max_predictions_per_seq < round(cfg.masked_lm_prob * cfg.max_seq_length):
-        log.warning("config.max_predictions_per_seq: %d caps the masked tokens below "
-                    "masked_lm_prob %g of %d tokens; 0 (or %d) masks them all",
-                    cfg.max_predictions_per_seq, cfg.masked_lm_prob, cfg.max_seq_length, wanted)
     if cfg.objective not in OBJECTIVES:
         raise BertJaxError(f"config.objective: expected mlm+nsp or mlm, got {cfg.objective!r}")
     if not cfg.text_field:
@@ -144,6 +139,18 @@ def validate(cfg: PretrainConfig) -> PretrainConfig:
         raise BertJaxError(f"config.batch_size: {cfg.batch_size} does not split into "
                            f"{cfg.grad_accum_steps} micro-batches (config.grad_accum_steps)")
     return cfg
+
+
+def prediction_cap(cfg: PretrainConfig) -> str:
+    """A warning when an explicit max_predictions_per_seq masks fewer tokens than
+    masked_lm_prob asks for ("" when it does not); the job logs it once its inputs are
+    checked, so a bad input still fails in one line."""
+    if 0 < cfg.max_predictions_per_seq < round(cfg.masked_lm_prob * cfg.max_seq_length):
+        wanted = math.ceil(cfg.masked_lm_prob * cfg.max_seq_length)
+        return (f"config.max_predictions_per_seq: {cfg.max_predictions_per_seq} caps the masked "
+                f"tokens below masked_lm_prob {cfg.masked_lm_prob:g} of {cfg.max_seq_length} "
+                f"tokens; 0 (or {wanted}) masks them all")
+    return ""
 
 
 def load_config(path: str, overrides: typing.Sequence[str] = ()) -> PretrainConfig:

@@ -24,12 +24,19 @@ def train_step(remat: bool, dtype="float32") -> dict:
     return {}
 
 
-def forward() -> dict:
-    """For forward-only functions (eval, predict, embed) on CPU: YNNPACK for single matmuls
-    only. By default XLA:CPU also hands YNNPACK whole matmul + LayerNorm + GELU graphs, for which
-    it materialises every broadcast constant at full size: a slower forward at small sizes, no
-    faster at base. The train step is faster with the default, so this is for forward passes
-    only. (Figures: bench/RESULTS.md.)"""
-    if jax.default_backend() == "cpu":
-        return {"xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"}
-    return {}
+def forward(dtype=None) -> dict:
+    """For forward-only functions (eval, predict, embed) on CPU.
+
+    float32 (predict, embed, fill-mask): no YNNPACK at all. XLA's own (Eigen) matmuls are as
+    fast or faster at every BERT shape measured, most at MiniLM's widths (384, 1536).
+    bfloat16, or a dtype the caller does not know (None: eval inside a job of either dtype):
+    YNNPACK for single matmuls only (Eigen has no bfloat16 kernels). By default XLA:CPU also
+    hands YNNPACK whole matmul + LayerNorm + GELU graphs, for which it materialises every
+    broadcast constant at full size: a slower forward at small sizes, no faster at base. The
+    train step is faster with the default, so this is for forward passes only. (Figures:
+    bench/RESULTS.md.)"""
+    if jax.default_backend() != "cpu":
+        return {}
+    if dtype is not None and jnp.dtype(dtype) == jnp.float32:
+        return {"xla_cpu_experimental_ynn_fusion_type": ""}
+    return {"xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"}

@@ -3,13 +3,15 @@
 `flax.linen.dot_product_attention` with dropout (float32 softmax), mask for mask, except that the
 backward pass recomputes the (B, N, L, L) softmax from q and k rather than keeping its
 intermediates, and keeps the dropout mask as bits (ops.dropout) rather than as a float32
-multiplier. Without dropout, `jax.nn.dot_product_attention` is used directly.
+multiplier. Without dropout, `jax.nn.dot_product_attention` is used directly; forward-only
+passes use `forward_attention`, the same product in a layout XLA:CPU computes faster.
 """
 
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from bert_jax.models.ops.dropout import dropout
 
@@ -45,3 +47,23 @@ def attention_probs(q, k, mask, dtype=jnp.float32) -> jax.Array:
     scores = jnp.einsum("...qhd,...khd->...hqk", q, k)  # (B, N, L, L)
     scores = jnp.where(mask, scores, jnp.finfo(dtype).min)
     return jax.nn.softmax(scores.astype(jnp.float32))
+
+
+def forward_attention(q, k, v, mask, dtype=jnp.float32) -> jax.Array:
+    """`jax.nn.dot_product_attention(q, k, v, mask=mask)` for forward-only passes, in heads-first
+    layout with both products accumulated in float32.
+
+    Given (B, L, N, D) operands, XLA:CPU copies k and v into (B, N, D, L) for the batched
+    products and the (B, N, D, L) result back, transposes that move single elements; moved to
+    (B, N, L, D) first, every copy moves whole D-vectors. jax.nn's probabilities · v product
+    is bfloat16 × bfloat16 → bfloat16 in bfloat16, for which XLA:CPU has only a slow kernel
+    (ops.matmul); here it accumulates in float32 and is rounded once. Same arguments and
+    (B, L, N, D) result in `dtype` (figures: bench/RESULTS.md).
+    """
+    q, k, v = (x.astype(dtype).transpose(0, 2, 1, 3) for x in (q, k, v))  # (B, N, L, D)
+    scores = jnp.einsum("bnqd,bnkd->bnqk", q, k, preferred_element_type=jnp.float32)
+    scores = scores * jnp.float32(1.0 / np.sqrt(q.shape[-1]))  # (B, N, L, L)
+    scores = jnp.where(mask, scores, jnp.finfo(jnp.float32).min)
+    probs = jax.nn.softmax(scores, -1).astype(dtype)
+    ctx = jnp.einsum("bnqk,bnkd->bnqd", probs, v, preferred_element_type=jnp.float32)
+    return ctx.astype(dtype).transpose(0, 2, 1, 3)  # (B, L, N, D)
