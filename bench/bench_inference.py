@@ -45,7 +45,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-import bench_pretrain  # noqa: E402  (make_batch, alternate)
+import bench_pretrain  # noqa: E402  (make_batch, alternate, infer_pair)
 
 
 def cpu_flags() -> str:
@@ -53,35 +53,6 @@ def cpu_flags() -> str:
     flags = open("/proc/cpuinfo").read().split("flags", 2)[1].split("\n")[0].split()
     keep = sorted({f for f in flags if re.fullmatch(r"avx2|avx512\w*|amx\w*", f)})
     return " ".join(keep) or "no avx2"
-
-
-def forward_pair(config, batch, dtype):
-    """(ours, theirs): BertModel forward callables on the same batch, ours compiled with the
-    options inference uses."""
-    import jax
-    import jax.numpy as jnp
-    import torch
-    import transformers
-
-    from bert_jax.models.encoder import BertModel
-    from bert_jax.training import xla_options
-    model = BertModel(config, jnp.dtype(dtype))
-    params = jax.jit(lambda k: model.init(k, batch["input_ids"][:1]))(jax.random.key(0))
-    fwd = jax.jit(lambda p, b: model.apply(p, b["input_ids"], b["token_type_ids"],
-                                           b["attention_mask"]),
-                  compiler_options=xla_options.forward(dtype))
-    jb = {k: jax.device_put(v) for k, v in batch.items()}
-    hf = transformers.BertModel(transformers.BertConfig(**{
-        k: v for k, v in config.to_dict().items() if k not in ("id2label", "label2id")})).eval()
-    tb = {k: torch.from_numpy(batch[k].astype(np.int64))
-          for k in ("input_ids", "token_type_ids", "attention_mask")}
-
-    def theirs():
-        with torch.no_grad(), torch.autocast("cpu", getattr(torch, dtype),
-                                             enabled=dtype != "float32"):
-            hf(**tb)
-
-    return (lambda: jax.block_until_ready(fwd(params, jb))), theirs
 
 
 ONE_THREAD = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
@@ -101,7 +72,8 @@ def forward_rows(sizes, steps: int) -> list[dict]:
         config = BertConfig.preset(size)
         batch = bench_pretrain.make_batch(config, 32, 128)
         for dtype in ("float32", "bfloat16"):
-            ours, theirs = bench_pretrain.alternate(*forward_pair(config, batch, dtype), steps)
+            pair = bench_pretrain.infer_pair(config, batch, dtype)
+            ours, theirs = bench_pretrain.alternate(*pair, steps)
             rows.append(dict(size=size, dtype=dtype, ours_ms=1e3 * ours, hf_ms=1e3 * theirs,
                              ratio=theirs / ours))
             print(json.dumps(rows[-1]), flush=True)

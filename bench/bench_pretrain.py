@@ -165,7 +165,8 @@ class Theirs:
 
 
 def infer_pair(config, batch, dtype="float32"):
-    """Forward-only BertModel callables (ours jitted, theirs eager under no_grad)."""
+    """Forward-only BertModel callables (ours jitted with the options our predict / embed use,
+    theirs eager under no_grad, under torch.autocast in bfloat16)."""
     import jax
     import jax.numpy as jnp
     import torch
@@ -177,7 +178,7 @@ def infer_pair(config, batch, dtype="float32"):
     params = jax.jit(lambda k: model.init(k, batch["input_ids"][:1]))(jax.random.key(0))
     fwd = jax.jit(lambda p, b: model.apply(p, b["input_ids"], b["token_type_ids"],
                                            b["attention_mask"]),
-                  compiler_options=xla_options.forward(dtype))  # as our predict / embed
+                  compiler_options=xla_options.forward(dtype))
     jb = {k: jax.device_put(v) for k, v in batch.items()}
     hf = transformers.BertModel(transformers.BertConfig(**{
         k: v for k, v in config.to_dict().items() if k not in ("id2label", "label2id")})).eval()
