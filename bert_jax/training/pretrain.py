@@ -109,11 +109,10 @@ def learning_rate_schedule(cfg: pretrain_config.PretrainConfig):
     return optim.learning_rate_schedule(cfg.learning_rate, cfg.warmup_steps, cfg.steps)
 
 
-def masking_spec(cfg: pretrain_config.PretrainConfig, tok, length: int = 0
-                 ) -> masking.MaskingSpec:
-    """Training masks: cfg.masked_lm_prob, P from cfg.predictions_per_seq (the longest
-    phase's, so one spec serves both phases)."""
-    return masking.MaskingSpec.from_tokenizer(tok, cfg.predictions_per_seq(length),
+def masking_spec(cfg: pretrain_config.PretrainConfig, tok) -> masking.MaskingSpec:
+    """Training masks: cfg.masked_lm_prob, P from cfg.predictions_per_seq at max_seq_length
+    (the longer phase's, so one spec serves both phases)."""
+    return masking.MaskingSpec.from_tokenizer(tok, cfg.predictions_per_seq(),
                                               cfg.masked_lm_prob, cfg.whole_word_masking)
 
 

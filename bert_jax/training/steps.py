@@ -63,7 +63,8 @@ def apply_update(state: TrainState, grads, metrics: dict, schedule: Callable,
 
     `rate_scale` (a scalar, or None for 1) multiplies the update: AdamW's and LAMB's last
     transformation is the learning rate, so this is the rate schedule(count) · rate_scale, with
-    the decoupled weight decay scaled alike. A time-budget run passes the clock's share here.
+    the decoupled weight decay scaled alike. A time-budget run passes the share of its budget
+    still left here (optim.budget_scale).
     Metrics gain grad_norm, learning_rate (the rate this update applies, read at the
     schedule's own count) and `nonfinite` (1 when the update was skipped).
     """
