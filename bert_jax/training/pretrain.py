@@ -36,8 +36,9 @@ def pretrain(cfg: pretrain_config.PretrainConfig, workdir: str) -> dict[str, flo
     cfg = pretrain_config.validate(cfg)  # also when called from Python, not the CLI
     sharding.check_batch_size(cfg.batch_size, cfg.grad_accum_steps)  # before any slow work
     pretrained = check_inputs(cfg, workdir)  # init_from's params, read once (None: none)
-    if pretrain_config.prediction_cap(cfg):
-        log.warning("%s", pretrain_config.prediction_cap(cfg))
+    cap = pretrain_config.prediction_cap(cfg)
+    if cap:
+        log.warning("%s", cap)
     main = jax.process_index() == 0
     os.makedirs(workdir, exist_ok=True)
     tok = _tokenizer(cfg, workdir, main)
