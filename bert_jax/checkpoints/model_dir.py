@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+from typing import Optional
 
 import jax
 import numpy as np
@@ -74,13 +75,14 @@ def load_pretrained(path: str) -> tuple[BertConfig, dict]:
     return load_model_dir(paths.model_path(path))
 
 
-def latest_checkpoint_params(workdir: str):
-    """(step, params) of a workdir's latest training checkpoint, as host numpy arrays.
+def latest_checkpoint_params(workdir: str, directory: Optional[str] = None):
+    """(step, params) of a workdir's latest training checkpoint (in its checkpoint
+    `directory`, when that is elsewhere), as host numpy arrays.
 
     Reads on one device whatever mesh wrote it, so any process can load any run.
     """
     import orbax.checkpoint as ocp
-    directory = os.path.abspath(os.path.join(workdir, paths.CHECKPOINTS))
+    directory = os.path.abspath(directory or os.path.join(workdir, paths.CHECKPOINTS))
     options = ocp.CheckpointManagerOptions(read_only=True)
     with ocp.CheckpointManager(directory, options=options,
                                item_handlers=ocp.StandardCheckpointHandler()) as manager:

@@ -84,10 +84,15 @@ def vocab_files(path: str) -> list[str]:
             if os.path.isfile(os.path.join(directory, n))]
 
 
-def latest_checkpoint_step(workdir: str) -> Optional[int]:
-    """The newest committed checkpoint step of a workdir, or None; read from the directory
-    names alone (a half-written save is still named `N.orbax-checkpoint-tmp`)."""
-    directory = os.path.join(workdir, CHECKPOINTS)
-    steps = [int(n) for n in os.listdir(directory) if n.isdigit()] if os.path.isdir(
-        directory) else []
-    return max(steps, default=None)
+def latest_checkpoint_step(workdir: str, directory: Optional[str] = None) -> Optional[int]:
+    """The newest committed checkpoint step of a workdir (or of its checkpoint `directory`,
+    when that is elsewhere), or None."""
+    steps = complete_steps(directory or os.path.join(workdir, CHECKPOINTS))
+    return steps[-1] if steps else None
+
+
+def complete_steps(directory: str) -> list[int]:
+    """The committed checkpoint steps in an orbax `directory`, oldest first; read from the
+    directory names alone (a half-written save is still named `N.orbax-checkpoint-tmp`)."""
+    names = os.listdir(directory) if os.path.isdir(directory) else []
+    return sorted(int(n) for n in names if n.isdigit())

@@ -30,15 +30,21 @@ def add_multihost(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--num-processes", type=int, default=None)
     group.add_argument("--process-id", type=int, default=None)
     group.add_argument("--initialization-timeout", type=int, default=300,
-                       help="seconds to wait for the other processes")
+                       help="seconds to wait for every process to join (default 300)")
+    group.add_argument("--heartbeat-timeout", type=int, default=None,
+                       help="seconds of silence after which a process counts as lost and "
+                            "the others stop (default 20)")
 
 
 def initialize_distributed(args) -> None:
     """Join a multi-process run; giving only some of the three flags is refused by sharding,
-    in one line that as_flags turns back into these flags."""
+    in one line that as_flags turns back into these flags (so are the run's own lines)."""
     from bert_jax.training import sharding
     sharding.initialize_distributed(args.coordinator_address, args.num_processes,
-                                    args.process_id, args.initialization_timeout)
+                                    args.process_id, args.initialization_timeout,
+                                    args.heartbeat_timeout, prog=f"bert-jax {args.command}",
+                                    say=lambda message: as_flags(args.command, message,
+                                                                 args.overrides))
 
 
 def normalize(argv: list[str]) -> list[str]:
@@ -69,7 +75,8 @@ def split_overrides(argv: list[str]) -> tuple[list[str], list[str]]:
 
 OVERRIDABLE = ("pretrain", "prepare", "finetune")  # the commands that take --config.FIELD=VALUE
 _MULTIHOST = {"coordinator_address": "--coordinator-address", "num_processes": "--num-processes",
-              "process_id": "--process-id", "initialization_timeout": "--initialization-timeout"}
+              "process_id": "--process-id", "initialization_timeout": "--initialization-timeout",
+              "heartbeat_timeout": "--heartbeat-timeout"}
 
 # library parameter → the flag that sets it, per command: errors name parameters; users see flags
 PARAMETER_FLAGS = {

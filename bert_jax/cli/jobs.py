@@ -83,7 +83,7 @@ def add_parsers(sub) -> None:
 
 
 @contextlib.contextmanager
-def _removed_on_bad_input(workdir: str):
+def _removed_on_bad_input(workdir: str, checkpoint_dir: str = ""):
     """A workdir this command creates is removed again if bad input stops the job before its
     first checkpoint: a refused run leaves nothing half-written behind."""
     new = not os.path.exists(workdir)
@@ -91,7 +91,8 @@ def _removed_on_bad_input(workdir: str):
         yield
     except (BertJaxError, OSError):
         from bert_jax.checkpoints.paths import latest_checkpoint_step
-        if new and os.path.isdir(workdir) and latest_checkpoint_step(workdir) is None:
+        if new and os.path.isdir(workdir) and latest_checkpoint_step(
+                workdir, checkpoint_dir) is None:
             import jax
             if jax.process_index() == 0:
                 shutil.rmtree(workdir, ignore_errors=True)
@@ -121,13 +122,14 @@ def pretrain(args) -> int:
     cfg = pretrain_config.load_config(args.config, args.overrides)
     name = os.path.splitext(os.path.basename(args.config))[0].removeprefix("pretrain_")
     workdir = args.workdir or os.path.join("runs", name)
-    with _removed_on_bad_input(workdir):
+    with _removed_on_bad_input(workdir, cfg.checkpoint_dir):
         final, code = _run_job("pretrain", lambda: run_pretraining(cfg, workdir))
     if code:
         return code
     if final:
         from bert_jax.checkpoints.paths import latest_checkpoint_step
-        steps = latest_checkpoint_step(workdir)  # fewer than cfg.steps when a budget ended it
+        # fewer than cfg.steps when a budget ended it
+        steps = latest_checkpoint_step(workdir, cfg.checkpoint_dir)
         print(f"done: {cfg.steps if steps is None else steps} steps in {workdir}; held-out "
               f"{summary(final)}; Hugging Face export in {os.path.join(workdir, 'export')}")
     return 0

@@ -8,6 +8,7 @@ import sys
 
 from bert_jax.cli import checkpoints, flags, jobs, use, vocab
 from bert_jax.errors import BertJaxError
+from bert_jax.training import multihost
 
 
 def build_parser() -> flags.Parser:
@@ -72,20 +73,42 @@ def main(argv=None) -> int:
     except (BertJaxError, OSError) as e:
         if args.debug:
             raise
+        if _collective_failed(e):  # a save whose barrier or gather lost a peer
+            multihost.wait_for_lost_peer()
         message = flags.as_flags(args.command, str(e).splitlines()[0], overrides)
-        print(f"bert-jax {args.command}: error: {message}", file=sys.stderr)
-        return 2
+        return _ended(f"bert-jax {args.command}: error: {message}", 2)
     except KeyboardInterrupt:
-        print(f"bert-jax {args.command}: interrupted", file=sys.stderr)
-        return 130
+        return _ended(f"bert-jax {args.command}: interrupted", 130)
     except Exception as e:  # a bug, or bad input nothing checked yet: still one line
         if args.debug:
             raise
+        if _collective_failed(e):
+            multihost.wait_for_lost_peer()  # the watchdog names the lost process and exits
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        print(f"bert-jax {args.command}: error: unexpected {type(e).__name__}: {first} (run "
-              f"with --debug for the traceback)", file=sys.stderr)
-        return 1
+        return _ended(f"bert-jax {args.command}: error: unexpected {type(e).__name__}: "
+                      f"{first} (run with --debug for the traceback)", 1)
+    multihost.finish()
     return code or 0
+
+
+def _ended(line: str, code: int) -> int:
+    """Print an error line and return its exit code; in a multi-process run, tell the other
+    processes and end this one at once (a shutdown barrier would wait for them)."""
+    if multihost.active():
+        multihost.abort(line, code)
+    print(line, file=sys.stderr)
+    return code
+
+
+def _collective_failed(error: BaseException) -> bool:
+    """A runtime error of a multi-process run (or one it caused), as a dead peer causes: gloo's
+    "Connection closed by peer", a barrier's DEADLINE_EXCEEDED."""
+    seen = 0
+    while multihost.active() and error is not None and seen < 10:
+        if type(error).__name__ in ("JaxRuntimeError", "XlaRuntimeError"):
+            return True
+        error, seen = error.__cause__ or error.__context__, seen + 1
+    return False
 
 
 if __name__ == "__main__":

@@ -23,11 +23,14 @@ def state_tree(state) -> dict:
 
 
 class Checkpointer:
-    """CheckpointManager over WORKDIR/checkpoints for TrainState-like pytrees."""
+    """CheckpointManager over WORKDIR/checkpoints (or `directory`) for TrainState-like
+    pytrees. With several processes, one checkpoint is written by all of them into one shared
+    directory, orbax's multi-host layout: process 0 writes the metadata and the replicated
+    arrays, every process joins each save's barriers."""
 
-    def __init__(self, workdir: str, keep: int, every: int):
+    def __init__(self, workdir: str, keep: int, every: int, directory: str = ""):
         self.failed = False
-        self.directory = os.path.abspath(os.path.join(workdir, CHECKPOINTS))
+        self.directory = os.path.abspath(directory or os.path.join(workdir, CHECKPOINTS))
         options = ocp.CheckpointManagerOptions(
             max_to_keep=keep, save_interval_steps=every, create=True,
             cleanup_tmp_directories=True, enable_async_checkpointing=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import signal
 import time
 from typing import Callable, Optional
@@ -17,7 +18,7 @@ import jax
 from tqdm import tqdm
 
 from bert_jax.errors import BertJaxError
-from bert_jax.training import losses, sharding
+from bert_jax.training import losses, multihost, sharding
 
 log = logging.getLogger("bert_jax")
 
@@ -32,15 +33,33 @@ class Interrupted(Exception):
 
 
 class StopRequest:
-    """Turns SIGTERM / SIGINT into a flag the loop checks after each step."""
+    """Turns SIGTERM / SIGINT into a stop the loop checks after each step.
+
+    With several processes, SIGTERM is left to JAX's preemption notifier (it installs its own
+    handler at jax.distributed.initialize) and SIGINT is passed on to it as a SIGTERM, so that
+    `at(step)` is true on every process at the same step, whichever process got the signal.
+    """
 
     def __enter__(self):
         self.signum = None
-        self.previous = {s: signal.signal(s, self._handle) for s in (signal.SIGTERM, signal.SIGINT)}
+        self.several = multihost.active()
+        caught = (signal.SIGINT,) if self.several else (signal.SIGTERM, signal.SIGINT)
+        self.previous = {s: signal.signal(s, self._handle) for s in caught}
         return self
 
     def _handle(self, signum, frame):
         self.signum = signum
+        if self.several:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    def at(self, step: int) -> Optional[int]:
+        """The signal to stop for after `step`, or None (call it after every step)."""
+        if self.several:
+            from jax.experimental import multihost_utils
+            if multihost_utils.reached_preemption_sync_point(step):
+                return self.signum or signal.SIGTERM  # here, or on another process
+            return None
+        return self.signum
 
     def __exit__(self, *exc):
         for s, handler in self.previous.items():
@@ -75,6 +94,7 @@ def run_steps(ctx, step_fn, state, batch_for_step: Callable[[int], dict], *, unt
     window, tokens, positions, started, skipped_run = [], 0, 0, time.time(), 0
     bar = tqdm(total=total, initial=step, desc=desc, disable=jax.process_index() != 0,
                dynamic_ncols=True)
+    multihost.RUN.bar_open = not bar.disable  # a lost-peer line starts on a line of its own
 
     def log_window():
         nonlocal window, tokens, positions, started, skipped_run
@@ -110,13 +130,16 @@ def run_steps(ctx, step_fn, state, batch_for_step: Callable[[int], dict], *, unt
                 log_window()
             if after_step is not None and after_step(step, state) and not window:
                 started = time.time()  # keep evaluation time out of the next window's tokens/s
+            multihost.note_step(step)
             save()
-            if stop.signum is not None:
+            signum = stop.at(step)
+            if signum is not None:
                 save(force=checkpointer.latest_step() != step)
                 checkpointer.wait()
-                raise Interrupted(step, stop.signum)
+                raise Interrupted(step, signum)
     finally:
         bar.close()
+        multihost.RUN.bar_open = False
     return state
 
 

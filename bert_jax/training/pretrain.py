@@ -21,11 +21,12 @@ import numpy as np
 
 from bert_jax.checkpoints import atomic, model_dir, paths
 from bert_jax.checkpoints.huggingface import save_hf
-from bert_jax.data import masking, tokenizer
+from bert_jax.data import masking, prepared, tokenizer
 from bert_jax.errors import BertJaxError
 from bert_jax.models import BertConfig, BertForPreTraining
-from bert_jax.training import (initial_params, loop, losses, optim, pretrain_config,
-                               pretrain_data, rng, run, sharding, steps, time_budget)
+from bert_jax.training import (initial_params, loop, losses, multihost, optim,
+                               pretrain_config, pretrain_data, rng, run, sharding, steps,
+                               time_budget)
 from bert_jax.training.metric_writer import parameter_table
 
 log = logging.getLogger("bert_jax")
@@ -44,13 +45,15 @@ def pretrain(cfg: pretrain_config.PretrainConfig, workdir: str) -> dict[str, flo
     tok = _tokenizer(cfg, workdir, main)
     config = model_config(cfg, tok.get_vocab_size(with_added_tokens=True))
     data, heldout = examples(cfg, tok)
+    multihost.check_same_launch(launch_items(cfg, config, tok, data))
     _check_workdir(workdir, cfg, config, main)
 
     model = BertForPreTraining(config, jnp.dtype(cfg.dtype), remat=cfg.remat)
     schedule = learning_rate_schedule(cfg)
     spec = masking_spec(cfg, tok)
     lookup = jnp.asarray(tokenizer.continuation_lookup(tok)) if cfg.whole_word_masking else None
-    with run.run_context(workdir, cfg.seed, cfg.keep_checkpoints, cfg.checkpoint_every) as ctx:
+    with run.run_context(workdir, cfg.seed, cfg.keep_checkpoints, cfg.checkpoint_every,
+                         cfg.checkpoint_dir) as ctx:
         state = run.init_state(ctx, model, optim.make_optimizer(cfg, schedule),
                                seq_len=cfg.max_seq_length, seed=cfg.seed,
                                pretrained=pretrained, source=cfg.init_from,
@@ -164,7 +167,7 @@ def check_inputs(cfg: pretrain_config.PretrainConfig, workdir: str):
     else:
         vocab_size = cfg.vocab_size
     _check_workdir(workdir, cfg, model_config(cfg, vocab_size), main=False)  # writes nothing
-    if cfg.init_from and paths.latest_checkpoint_step(workdir) is None:
+    if cfg.init_from and paths.latest_checkpoint_step(workdir, cfg.checkpoint_dir) is None:
         return model_dir.load_pretrained(cfg.init_from)[1]
     return None
 
@@ -224,7 +227,8 @@ _SHAPE_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attentio
 def _check_workdir(workdir, cfg, config, main):
     """A workdir belongs to one model: refuse to resume a checkpoint of another shape."""
     path = os.path.join(workdir, paths.CONFIG)
-    if os.path.isfile(path) and os.path.isdir(os.path.join(workdir, paths.CHECKPOINTS)):
+    checkpoints = cfg.checkpoint_dir or os.path.join(workdir, paths.CHECKPOINTS)
+    if os.path.isfile(path) and os.path.isdir(checkpoints):
         saved = BertConfig.from_json_file(path)
         diff = [f"{name} {getattr(saved, name)} there, {getattr(config, name)} here"
                 for name in _SHAPE_FIELDS if getattr(saved, name) != getattr(config, name)]
@@ -235,6 +239,24 @@ def _check_workdir(workdir, cfg, config, main):
         with atomic.atomic_file(path) as tmp:
             config.to_json_file(tmp, architectures=["BertForPreTraining"])
         atomic.write_json(os.path.join(workdir, "train_config.json"), dataclasses.asdict(cfg))
+
+
+def launch_items(cfg, config: BertConfig, tok, data: dict) -> dict[str, str]:
+    """What every process of a run must agree on, name → value: each config field, the model,
+    the vocabulary, the training data of each length and the code (multihost compares them)."""
+    items = {f"config.{k}": json.dumps(v) for k, v in dataclasses.asdict(cfg).items()}
+    items["the model"] = multihost.digest(config.to_dict())
+    items["the vocabulary"] = (f"{tok.get_vocab_size(with_added_tokens=True)} tokens "
+                               f"({prepared.vocab_hash(tok)[:12]})")
+    for length, d in data.items():
+        m = d.data.manifest
+        content = dict(vocab=m["vocab_hash"], version=m["format_version"], parts=[
+            [(p["bytes"], p["tokens"]) for p in shard["parts"]] for shard in m["shards"]])
+        items[f"the training data of {length} tokens"] = (
+            f"{m['documents']:,} documents, {m['tokens']:,} tokens "
+            f"({multihost.digest(content)})")
+    items["the code"] = multihost.code_version()
+    return items
 
 
 def examples(cfg, tok):
@@ -250,9 +272,15 @@ def examples(cfg, tok):
                                f"fewer than one batch ({cfg.batch_size}); add text or lower "
                                f"batch_size")
     heldout = data[cfg.max_seq_length].heldout(cfg.eval_batches * cfg.batch_size)
+    rows = data[cfg.max_seq_length].epoch_rows(0)
     log.info("%d training examples in epoch 0 (%s, redrawn every epoch) and %d held-out "
-             "examples of %d tokens", data[cfg.max_seq_length].epoch_rows(0), cfg.objective,
-             len(heldout["input_ids"]), cfg.max_seq_length)
+             "examples of %d tokens", rows, cfg.objective, len(heldout["input_ids"]),
+             cfg.max_seq_length)
+    log.info("uneven data: each epoch's last examples that do not fill a batch of %d are "
+             "dropped (%d of epoch 0), and the last held-out batch is padded, its padding "
+             "weighted 0; each of the %d process(es) reads its %d rows of every global batch, "
+             "so all take the same steps", cfg.batch_size, rows % cfg.batch_size,
+             jax.process_count(), cfg.batch_size // jax.process_count())
     if not len(heldout["input_ids"]) and cfg.eval_fraction > 0:
         log.warning("config.eval_fraction %g holds out no examples: nothing is evaluated",
                     cfg.eval_fraction)

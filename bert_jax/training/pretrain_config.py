@@ -76,6 +76,7 @@ class PretrainConfig:
     eval_batches: int = 20  # held-out batches per evaluation (0 = all)
     checkpoint_every: int = 500  # steps between checkpoints
     keep_checkpoints: int = 3  # checkpoints kept on disk
+    checkpoint_dir: str = ""  # "" = WORKDIR/checkpoints; several processes need one they share
 
     def replace(self, **changes) -> "PretrainConfig":
         return dataclasses.replace(self, **changes)

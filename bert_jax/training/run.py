@@ -20,7 +20,7 @@ from jax.sharding import Mesh
 
 from bert_jax.checkpoints import model_dir
 from bert_jax.data import batches
-from bert_jax.training import rng, sharding, steps, xla_options
+from bert_jax.training import multihost, rng, sharding, steps, xla_options
 from bert_jax.training.checkpointer import Checkpointer
 from bert_jax.training.loop import StopRequest
 from bert_jax.training.metric_writer import MetricWriter
@@ -46,12 +46,16 @@ class RunContext:
 
 
 @contextlib.contextmanager
-def run_context(workdir: str, seed: int, keep_checkpoints: int, checkpoint_every: int):
-    """A RunContext for `workdir`; its checkpointer finishes pending saves and its writer
-    closes on the way out, whatever happened."""
+def run_context(workdir: str, seed: int, keep_checkpoints: int, checkpoint_every: int,
+                checkpoint_dir: str = ""):
+    """A RunContext for `workdir` (checkpoints in `checkpoint_dir`, default WORKDIR/checkpoints;
+    with several processes, a directory they all share); its checkpointer finishes pending
+    saves and its writer closes on the way out, whatever happened."""
     mesh = sharding.make_mesh()
     is_main = jax.process_index() == 0
-    checkpointer = Checkpointer(workdir, keep_checkpoints, checkpoint_every)
+    checkpointer = Checkpointer(workdir, keep_checkpoints, checkpoint_every, checkpoint_dir)
+    multihost.check_shared_directory(checkpointer.directory)
+    multihost.note_step(None, checkpointer.directory)
     writer = MetricWriter(workdir, enabled=is_main)
     try:
         with StopRequest() as stop:

@@ -20,19 +20,28 @@ DATA = "data"
 
 
 def initialize_distributed(coordinator_address=None, num_processes=None, process_id=None,
-                           initialization_timeout: int = 300) -> None:
-    """Join a multi-process run: the three explicit arguments, or JAX's detection on Slurm / TPU.
+                           initialization_timeout: int = 300, heartbeat_timeout: int = None,
+                           prog: str = "bert-jax", say=None) -> None:
+    """Join a multi-process run: the three explicit arguments, or JAX's detection on Slurm / TPU
+    (training/multihost.py keeps it from hanging: lost peers, a missing one, mismatches).
 
     A plain single-process run (no arguments, no cluster environment) does nothing.
     """
+    from bert_jax.training import multihost
     given = [v is not None for v in (coordinator_address, num_processes, process_id)]
     if any(given) and not all(given):
         raise BertJaxError("coordinator_address, num_processes and process_id go together")
     cluster = int(os.environ.get("SLURM_NTASKS", "1")) > 1 or "TPU_WORKER_HOSTNAMES" in os.environ
     if not any(given) and not cluster:
         return
-    jax.distributed.initialize(coordinator_address, num_processes, process_id,
-                               initialization_timeout=initialization_timeout)
+    if not any(given):
+        from jax._src import clusters
+        coordinator_address, num_processes, process_id, _ = (
+            clusters.ClusterEnv.auto_detect_unset_distributed_params(
+                None, None, None, None, None, initialization_timeout))
+    multihost.initialize(coordinator_address, num_processes, process_id,
+                         initialization_timeout,
+                         heartbeat_timeout or multihost.DEFAULT_HEARTBEAT_TIMEOUT, prog, say)
     log.info("process %d of %d, %d local / %d global devices", jax.process_index(),
              jax.process_count(), jax.local_device_count(), jax.device_count())
 
