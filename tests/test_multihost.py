@@ -105,7 +105,8 @@ def reference(pretrain_setup, tmp_path_factory):
     results = finish(launch(workdirs, overrides, *RUN, f"--config.checkpoint_dir={shared}"))
     for code, err in results:
         assert code == 0, err[-3000:]
-    return {"checkpoints": shared, "seconds": time.time() - started, "workdirs": workdirs}
+    return {"checkpoints": shared, "seconds": time.time() - started, "workdirs": workdirs,
+            "errs": [err for _, err in results]}
 
 
 def test_only_process_0_writes_logs_and_exports_checkpoints_go_to_the_shared_dir(reference):
@@ -116,6 +117,17 @@ def test_only_process_0_writes_logs_and_exports_checkpoints_go_to_the_shared_dir
     written = [os.path.join(d, f) for d, _, files in os.walk(host1) for f in files]
     assert written == []  # process 1 writes nothing of its own
     assert complete_steps(reference["checkpoints"])[-1] == 40
+
+
+def test_uneven_data_is_dropped_at_epoch_ends_and_the_log_says_so(reference):
+    """Every process reads its rows of the same global batch, so none waits for a batch that
+    never comes; an epoch's ragged tail is dropped (the log says how many), never padded."""
+    for err in reference["errs"]:
+        found = re.search(r"uneven data: each epoch's last examples that do not fill a batch "
+                          r"of 8 are dropped \((\d+) of epoch 0\), and the last held-out batch is "
+                          r"padded, its padding weighted 0; each of the 2 process\(es\) reads "
+                          r"its 4 rows of every global batch, so all take the same steps", err)
+        assert found and 0 <= int(found[1]) < 8
 
 
 def test_workdirs_not_shared_refuse_their_checkpoints_before_step_1(pretrain_setup, tmp_path):

@@ -149,21 +149,25 @@ class Watchdog:
 
     def _beat(self) -> None:
         while not self.stopped.wait(self.interval):
-            self.beats += 1
-            try:
-                self.client.key_value_set(f"{_KEYS}beat/{self.pid}", str(self.beats),
-                                          allow_overwrite=True)
-                entries = dict(self.client.key_value_dir_get(f"{_KEYS}beat/"))
-            except Exception:  # noqa: BLE001 - no answer: `contact` ages, _watch decides
-                continue
-            now = time.monotonic()
-            self.contact = now
-            for p, (value, _) in list(self.seen.items()):
-                new = entries.get(f"{_KEYS}beat/{p}")
-                if new is not None and new.startswith("failed "):
-                    self.failed[p] = new[len("failed "):]
-                if new != value:
-                    self.seen[p] = (new, now)
+            self.beat_once()
+
+    def beat_once(self) -> None:
+        """Post this process's beat and read the others' (what the beat thread repeats)."""
+        self.beats += 1
+        try:
+            self.client.key_value_set(f"{_KEYS}beat/{self.pid}", str(self.beats),
+                                      allow_overwrite=True)
+            entries = dict(self.client.key_value_dir_get(f"{_KEYS}beat/"))
+        except Exception:  # noqa: BLE001 - no answer: `contact` ages, _watch decides
+            return
+        now = time.monotonic()
+        self.contact = now
+        for p, (value, _) in list(self.seen.items()):
+            new = entries.get(f"{_KEYS}beat/{p}")
+            if new is not None and new.startswith("failed "):
+                self.failed[p] = new[len("failed "):]
+            if new != value:
+                self.seen[p] = (new, now)
 
     def _watch(self) -> None:
         while not self.stopped.wait(0.25):
