@@ -69,3 +69,17 @@ def test_connected_clients_counts_established_connections_to_the_port():
             accepted, _ = server.accept()
             assert coordinator.connected_clients(port) == 1
             accepted.close()
+
+
+def test_a_busy_coordinator_port_is_refused_in_one_line():
+    import pytest
+
+    from bert_jax.errors import BertJaxError
+    with socket.socket() as busy:
+        busy.bind(("", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        with pytest.raises(BertJaxError, match=rf"^coordinator_address localhost:{port}: cannot "
+                                               rf"start the coordination service on port {port} "
+                                               rf"\(.+\)$"):
+            coordinator.start(f"localhost:{port}", 2, 300, 60, 5)

@@ -17,6 +17,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 from bert_jax.errors import BertJaxError
@@ -28,16 +29,18 @@ def start(address: str, num_processes: int, heartbeat_timeout: int, register_tim
           grace: float) -> subprocess.Popen:
     """Start the service for `num_processes` on the port of `address`; returns once it listens."""
     port = address.rsplit(":", 1)[-1]
+    log = tempfile.TemporaryFile("w+")  # not a pipe: nobody reads the service's later logs
     proc = subprocess.Popen(
         [sys.executable, "-m", "bert_jax.training.coordinator", port, str(num_processes),
          str(heartbeat_timeout), str(register_timeout), str(grace)],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log, text=True,
         start_new_session=True)  # a Ctrl-C meant for the job is the job's to handle
     line = proc.stdout.readline().strip()
     if line != READY:
         proc.wait()
-        reason = (proc.stderr.read().strip().splitlines() or ["it exited"])[-1]
-        raise BertJaxError(f"--coordinator-address {address}: cannot start the coordination "
+        log.seek(0)
+        reason = (log.read().strip().splitlines() or ["it exited"])[-1]
+        raise BertJaxError(f"coordinator_address {address}: cannot start the coordination "
                            f"service on port {port} ({reason[:200]})")
     return proc
 

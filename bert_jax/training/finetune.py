@@ -14,6 +14,7 @@ class: BertForSequenceClassification, …QuestionAnswering, …TokenClassificati
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import logging
 import os
@@ -26,7 +27,7 @@ from bert_jax.checkpoints import atomic, model_dir, paths
 from bert_jax.checkpoints.huggingface import save_hf
 from bert_jax.data import batches, tokenizer
 from bert_jax.errors import BertJaxError
-from bert_jax.training import loop, optim, run, sharding, steps
+from bert_jax.training import loop, multihost, optim, run, sharding, steps
 from bert_jax.training.finetune_config import FinetuneConfig, optimizer_settings
 from bert_jax.training.metric_writer import parameter_table
 from bert_jax.training.tasks import TASKS, EvalSplit
@@ -55,6 +56,7 @@ def finetune(cfg: FinetuneConfig, workdir: str) -> dict:
     best_metric = prepared.best_metric(cfg.best_metric)
     names = prepared.names
     config = task.configure(config, names)
+    multihost.check_same_launch(launch_items(cfg, config, tok, prepared.train))
     _check_workdir(workdir, cfg, names, main)
     # logged only now: a refused input or workdir is then the one line on stderr
     log.info("%s rows: %s", cfg.task, ", ".join(
@@ -112,6 +114,22 @@ def finetune(cfg: FinetuneConfig, workdir: str) -> dict:
             best_params = model_dir.load_model_dir(os.path.join(workdir, paths.BEST_MODEL))[1]
         return _final(ctx, cfg, task, best_metric, config, names, history, best_params, state,
                       logits_fn, prepared.evals)
+
+
+def launch_items(cfg: FinetuneConfig, config, tok, train: dict) -> dict[str, str]:
+    """What every process of a fine-tuning run must agree on (multihost compares them): each
+    config field, the model (with its labels), the vocabulary, the training rows, the code."""
+    items = {f"config.{k}": json.dumps(v) for k, v in dataclasses.asdict(cfg).items()}
+    items["the model"] = multihost.digest(config.to_dict())
+    items["the vocabulary"] = multihost.digest(tok.get_vocab(with_added_tokens=True))
+    rows = hashlib.blake2b(digest_size=6)
+    for name in sorted(train):
+        values = np.asarray(train[name])
+        if values.dtype.kind in "biuf":  # numbers (object arrays would hash their pointers)
+            rows.update(name.encode() + np.ascontiguousarray(values).tobytes())
+    items["the training data"] = f"{len(train['input_ids']):,} rows ({rows.hexdigest()})"
+    items["the code"] = multihost.code_version()
+    return items
 
 
 def _final(ctx, cfg, task, best_metric, config, names, history, best_params, state, logits_fn,

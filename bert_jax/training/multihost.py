@@ -83,19 +83,19 @@ def initialize(coordinator_address: str, num_processes: int, process_id: int,
     deadline.daemon = True
     deadline.start()
     jax_heartbeat = max(10 * heartbeat_timeout, 300)  # ours always notices first
-    if process_id == 0:
-        RUN.coordinator = coordinator.start(coordinator_address, num_processes, jax_heartbeat,
-                                            initialization_timeout + 60,
-                                            grace=heartbeat_timeout + 10)
     real = distributed._jax  # jax's own initialize, minus the in-process service
-    distributed._jax = _WithoutService(real)
     try:
+        if process_id == 0:
+            RUN.coordinator = coordinator.start(coordinator_address, num_processes,
+                                                jax_heartbeat, initialization_timeout + 60,
+                                                grace=heartbeat_timeout + 10)
+        distributed._jax = _WithoutService(real)
         jax.distributed.initialize(coordinator_address, num_processes, process_id,
                                    initialization_timeout=initialization_timeout + 60,
                                    heartbeat_timeout_seconds=jax_heartbeat)
     finally:
         distributed._jax = real
-    deadline.cancel()
+        deadline.cancel()
     RUN.watchdog = Watchdog(distributed.global_state.client, process_id, num_processes,
                             heartbeat_timeout)
     RUN.watchdog.start()
