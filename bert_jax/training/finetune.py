@@ -41,7 +41,8 @@ def finetune(cfg: FinetuneConfig, workdir: str) -> dict:
     main = jax.process_index() == 0
     for name in ("batch_size", "eval_batch_size"):
         sharding.check_batch_size(getattr(cfg, name), name=name)
-    os.makedirs(workdir, exist_ok=True)
+    if main:  # process 0 writes the workdir; the others' (maybe their own disks) stay empty
+        os.makedirs(workdir, exist_ok=True)
     config, init_params = model_dir.load_pretrained(cfg.init)  # read once, used twice
     vocab_dir = paths.vocab_dir(cfg.init)
     tok = tokenizer.load(vocab_dir)

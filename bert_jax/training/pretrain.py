@@ -41,7 +41,8 @@ def pretrain(cfg: pretrain_config.PretrainConfig, workdir: str) -> dict[str, flo
     if cap:
         log.warning("%s", cap)
     main = jax.process_index() == 0
-    os.makedirs(workdir, exist_ok=True)
+    if main:  # process 0 writes the workdir; the others' (maybe their own disks) stay empty
+        os.makedirs(workdir, exist_ok=True)
     tok = _tokenizer(cfg, workdir, main)
     config = model_config(cfg, tok.get_vocab_size(with_added_tokens=True))
     data, heldout = examples(cfg, tok)
