@@ -139,13 +139,18 @@ class Watchdog:
     def stop(self) -> None:
         self.stopped.set()
 
-    def announce(self, message: str) -> None:
-        """Tell the others this process is ending with `message` (so they need not wait)."""
-        try:
-            self.client.key_value_set(f"{_KEYS}beat/{self.pid}", f"failed {message}",
-                                      allow_overwrite=True)
-        except Exception:  # noqa: BLE001 - the service may be gone: they will time out
-            pass
+    def announce(self, message: str, wait: float = 1.0) -> None:
+        """Tell the others this process is ending with `message`, so that they need not wait
+        for its silence; gives up after `wait` seconds (the service may be unreachable)."""
+        def post():
+            try:
+                self.client.key_value_set(f"{_KEYS}beat/{self.pid}", f"failed {message}",
+                                          allow_overwrite=True)
+            except Exception:  # noqa: BLE001 - the service is gone: they will time out
+                pass
+        poster = threading.Thread(target=post, daemon=True)
+        poster.start()
+        poster.join(wait)
 
     def _beat(self) -> None:
         while not self.stopped.wait(self.interval):
@@ -204,24 +209,27 @@ def _exit(message: str, code: int = EXIT_LOST) -> None:
     """Print `prog: error: message` and end this process now, skipping the shutdown barrier
     (it would wait for the lost peer). The first caller wins; others wait for the exit."""
     RUN.exiting.acquire()
+    _print(f"{RUN.prog}: error: {RUN.say(message)}")
     if RUN.watchdog is not None:
         RUN.watchdog.stop()
         RUN.watchdog.announce(message)
-    sys.stdout.flush()
-    sys.stderr.write(("\n" if RUN.bar_open else "") + f"{RUN.prog}: error: {RUN.say(message)}\n")
-    sys.stderr.flush()
     os._exit(code)
+
+
+def _print(line: str) -> None:
+    """One line on stderr, on a line of its own even below the progress bar, now."""
+    sys.stdout.flush()
+    sys.stderr.write(("\n" if RUN.bar_open else "") + line + "\n")
+    sys.stderr.flush()
 
 
 def abort(line: str, code: int) -> None:
     """End a multi-process run's process on an error already worded as `line` (printed here),
     telling the others first so that none waits in a collective for this one."""
     RUN.exiting.acquire()
+    _print(line)
     RUN.watchdog.stop()
     RUN.watchdog.announce(line.split(": error: ", 1)[-1])
-    sys.stdout.flush()
-    sys.stderr.write(("\n" if RUN.bar_open else "") + line + "\n")
-    sys.stderr.flush()
     os._exit(code)
 
 
@@ -246,8 +254,8 @@ def finish() -> None:
         return
     import jax
     _agree("end", "1")
+    jax.distributed.shutdown()  # still watched: a peer lost just now ends this process
     RUN.watchdog.stop()
-    jax.distributed.shutdown()
     if RUN.coordinator is not None:
         from bert_jax.training import coordinator
         coordinator.stop(RUN.coordinator)

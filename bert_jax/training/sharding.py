@@ -14,6 +14,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from bert_jax.errors import BertJaxError
+from bert_jax.training import multihost
 
 log = logging.getLogger(__name__)
 DATA = "data"
@@ -27,7 +28,6 @@ def initialize_distributed(coordinator_address=None, num_processes=None, process
 
     A plain single-process run (no arguments, no cluster environment) does nothing.
     """
-    from bert_jax.training import multihost
     given = [v is not None for v in (coordinator_address, num_processes, process_id)]
     if any(given) and not all(given):
         raise BertJaxError("coordinator_address, num_processes and process_id go together")
