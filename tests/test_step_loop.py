@@ -177,7 +177,7 @@ def test_each_log_holds_its_windows_padding_share():
     mesh = sharding.make_mesh()
     ctx = type("Ctx", (), {"mesh": mesh, "key": sharding.replicated_key(0, mesh),
                            "writer": _Writer(), "checkpointer": _Checkpointer(),
-                           "stop": type("Stop", (), {"signum": None})()})()
+                           "stop": type("Stop", (), {"at": lambda self, step: None})()})()
     state = steps.TrainState.create(apply_fn=None, params={}, tx=optax.identity())
     state = loop.run_steps(ctx, jax.jit(step_fn), state, batch_for_step, until=3, total=3,
                            log_every=2, desc="test", postfix=("real",))
