@@ -82,7 +82,7 @@ def latest_checkpoint_params(workdir: str, directory: Optional[str] = None):
     Reads on one device whatever mesh wrote it, so any process can load any run.
     """
     import orbax.checkpoint as ocp
-    directory = os.path.abspath(directory or os.path.join(workdir, paths.CHECKPOINTS))
+    directory = os.path.abspath(paths.checkpoint_dir(workdir, directory))
     options = ocp.CheckpointManagerOptions(read_only=True)
     with ocp.CheckpointManager(directory, options=options,
                                item_handlers=ocp.StandardCheckpointHandler()) as manager:

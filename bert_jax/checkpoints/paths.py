@@ -84,10 +84,16 @@ def vocab_files(path: str) -> list[str]:
             if os.path.isfile(os.path.join(directory, n))]
 
 
+def checkpoint_dir(workdir: str, directory: Optional[str] = None) -> str:
+    """Where a run keeps its orbax checkpoints: `directory` when it is set elsewhere (shared
+    storage for several processes), else WORKDIR/checkpoints."""
+    return directory or os.path.join(workdir, CHECKPOINTS)
+
+
 def latest_checkpoint_step(workdir: str, directory: Optional[str] = None) -> Optional[int]:
     """The newest committed checkpoint step of a workdir (or of its checkpoint `directory`,
     when that is elsewhere), or None."""
-    steps = complete_steps(directory or os.path.join(workdir, CHECKPOINTS))
+    steps = complete_steps(checkpoint_dir(workdir, directory))
     return steps[-1] if steps else None
 
 

@@ -13,7 +13,7 @@ import re
 import jax
 import orbax.checkpoint as ocp
 
-from bert_jax.checkpoints.paths import CHECKPOINTS
+from bert_jax.checkpoints.paths import checkpoint_dir
 from bert_jax.errors import BertJaxError
 
 
@@ -30,7 +30,7 @@ class Checkpointer:
 
     def __init__(self, workdir: str, keep: int, every: int, directory: str = ""):
         self.failed = False
-        self.directory = os.path.abspath(directory or os.path.join(workdir, CHECKPOINTS))
+        self.directory = os.path.abspath(checkpoint_dir(workdir, directory))
         options = ocp.CheckpointManagerOptions(
             max_to_keep=keep, save_interval_steps=every, create=True,
             cleanup_tmp_directories=True, enable_async_checkpointing=True)

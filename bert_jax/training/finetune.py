@@ -26,6 +26,7 @@ import numpy as np
 from bert_jax.checkpoints import atomic, model_dir, paths
 from bert_jax.checkpoints.huggingface import save_hf
 from bert_jax.data import batches, tokenizer
+from bert_jax.data.prepared import vocab_hash
 from bert_jax.errors import BertJaxError
 from bert_jax.training import loop, multihost, optim, run, sharding, steps
 from bert_jax.training.finetune_config import FinetuneConfig, optimizer_settings
@@ -118,19 +119,15 @@ def finetune(cfg: FinetuneConfig, workdir: str) -> dict:
 
 
 def launch_items(cfg: FinetuneConfig, config, tok, train: dict) -> dict[str, str]:
-    """What every process of a fine-tuning run must agree on (multihost compares them): each
-    config field, the model (with its labels), the vocabulary, the training rows, the code."""
-    items = {f"config.{k}": json.dumps(v) for k, v in dataclasses.asdict(cfg).items()}
-    items["the model"] = multihost.digest(config.to_dict())
-    items["the vocabulary"] = multihost.digest(tok.get_vocab(with_added_tokens=True))
+    """multihost.launch_items of a fine-tuning run (the model config holds its labels): its
+    data is the tokenised training rows."""
     rows = hashlib.blake2b(digest_size=6)
     for name in sorted(train):
         values = np.asarray(train[name])
         if values.dtype.kind in "biuf":  # numbers (object arrays would hash their pointers)
             rows.update(name.encode() + np.ascontiguousarray(values).tobytes())
-    items["the training data"] = f"{len(train['input_ids']):,} rows ({rows.hexdigest()})"
-    items["the code"] = multihost.code_version()
-    return items
+    return multihost.launch_items(cfg, config, vocab_hash(tok), {
+        "the training data": f"{len(train['input_ids']):,} rows ({rows.hexdigest()})"})
 
 
 def _final(ctx, cfg, task, best_metric, config, names, history, best_params, state, logits_fn,
@@ -165,7 +162,7 @@ def _check_workdir(workdir, cfg, names, main):
     """A workdir holds one task: refuse to resume a run of another task or label map."""
     path = os.path.join(workdir, "labels.json")
     saved = _read_json(path, None)
-    resuming = os.path.isdir(os.path.join(workdir, paths.CHECKPOINTS))
+    resuming = os.path.isdir(paths.checkpoint_dir(workdir))
     saved_task = _read_json(os.path.join(workdir, "finetune_config.json"), {}).get(
         "task", "sequence-classification")
     if resuming and saved is not None and saved_task != cfg.task:

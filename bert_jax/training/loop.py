@@ -15,6 +15,7 @@ import time
 from typing import Callable, Optional
 
 import jax
+from jax.experimental import multihost_utils
 from tqdm import tqdm
 
 from bert_jax.errors import BertJaxError
@@ -55,7 +56,6 @@ class StopRequest:
     def at(self, step: int) -> Optional[int]:
         """The signal to stop for after `step`, or None (call it after every step)."""
         if self.several:
-            from jax.experimental import multihost_utils
             if multihost_utils.reached_preemption_sync_point(step):
                 return self.signum or signal.SIGTERM  # here, or on another process
             return None

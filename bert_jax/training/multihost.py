@@ -20,6 +20,7 @@ preemption sync point, so all processes save at the same step).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -206,30 +207,21 @@ def _where() -> str:
 
 
 def _exit(message: str, code: int = EXIT_LOST) -> None:
-    """Print `prog: error: message` and end this process now, skipping the shutdown barrier
-    (it would wait for the lost peer). The first caller wins; others wait for the exit."""
-    RUN.exiting.acquire()
-    _print(f"{RUN.prog}: error: {RUN.say(message)}")
-    if RUN.watchdog is not None:
-        RUN.watchdog.stop()
-        RUN.watchdog.announce(message)
-    os._exit(code)
-
-
-def _print(line: str) -> None:
-    """One line on stderr, on a line of its own even below the progress bar, now."""
-    sys.stdout.flush()
-    sys.stderr.write(("\n" if RUN.bar_open else "") + line + "\n")
-    sys.stderr.flush()
+    """abort() with `prog: error: message`, the parameters in it named as the CLI's flags."""
+    abort(f"{RUN.prog}: error: {RUN.say(message)}", code)
 
 
 def abort(line: str, code: int) -> None:
-    """End a multi-process run's process on an error already worded as `line` (printed here),
-    telling the others first so that none waits in a collective for this one."""
+    """Print `line` (on a line of its own, below the progress bar), tell the other processes
+    (so that none waits in a collective for this one) and end this process now, skipping the
+    shutdown barrier (it would wait for a lost peer). The first caller wins; others wait."""
     RUN.exiting.acquire()
-    _print(line)
-    RUN.watchdog.stop()
-    RUN.watchdog.announce(line.split(": error: ", 1)[-1])
+    sys.stdout.flush()
+    sys.stderr.write(("\n" if RUN.bar_open else "") + line + "\n")
+    sys.stderr.flush()
+    if RUN.watchdog is not None:
+        RUN.watchdog.stop()
+        RUN.watchdog.announce(line.split(": error: ", 1)[-1])
     os._exit(code)
 
 
@@ -296,6 +288,18 @@ def check_same_launch(items: dict[str, str]) -> None:
                 raise BertJaxError(
                     f"{name}: process 0 has {a}, process {p} has {b}; start every process with "
                     f"the same config, data, vocabulary and code (refused before step 1)")
+
+
+def launch_items(cfg, model_config, vocab_hash: str, data: dict[str, str]) -> dict[str, str]:
+    """What every process of a job must agree on, name → value, for check_same_launch: each
+    field of the job's config dataclass, the model config, the vocabulary, the job's data
+    (`data`: name → a summary with a digest) and the code."""
+    items = {f"config.{k}": json.dumps(v) for k, v in dataclasses.asdict(cfg).items()}
+    items["the model"] = digest(model_config.to_dict())
+    items["the vocabulary"] = vocab_hash[:12]
+    items.update(data)
+    items["the code"] = code_version()
+    return items
 
 
 def digest(value) -> str:

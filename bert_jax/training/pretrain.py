@@ -228,8 +228,7 @@ _SHAPE_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attentio
 def _check_workdir(workdir, cfg, config, main):
     """A workdir belongs to one model: refuse to resume a checkpoint of another shape."""
     path = os.path.join(workdir, paths.CONFIG)
-    checkpoints = cfg.checkpoint_dir or os.path.join(workdir, paths.CHECKPOINTS)
-    if os.path.isfile(path) and os.path.isdir(checkpoints):
+    if os.path.isfile(path) and os.path.isdir(paths.checkpoint_dir(workdir, cfg.checkpoint_dir)):
         saved = BertConfig.from_json_file(path)
         diff = [f"{name} {getattr(saved, name)} there, {getattr(config, name)} here"
                 for name in _SHAPE_FIELDS if getattr(saved, name) != getattr(config, name)]
@@ -243,21 +242,17 @@ def _check_workdir(workdir, cfg, config, main):
 
 
 def launch_items(cfg, config: BertConfig, tok, data: dict) -> dict[str, str]:
-    """What every process of a run must agree on, name → value: each config field, the model,
-    the vocabulary, the training data of each length and the code (multihost compares them)."""
-    items = {f"config.{k}": json.dumps(v) for k, v in dataclasses.asdict(cfg).items()}
-    items["the model"] = multihost.digest(config.to_dict())
-    items["the vocabulary"] = (f"{tok.get_vocab_size(with_added_tokens=True)} tokens "
-                               f"({prepared.vocab_hash(tok)[:12]})")
+    """multihost.launch_items of a pretraining run: its training data is each length's
+    prepared set, summed up by its manifest's content (not its paths)."""
+    sets = {}
     for length, d in data.items():
         m = d.data.manifest
         content = dict(vocab=m["vocab_hash"], version=m["format_version"], parts=[
             [(p["bytes"], p["tokens"]) for p in shard["parts"]] for shard in m["shards"]])
-        items[f"the training data of {length} tokens"] = (
+        sets[f"the training data of {length} tokens"] = (
             f"{m['documents']:,} documents, {m['tokens']:,} tokens "
             f"({multihost.digest(content)})")
-    items["the code"] = multihost.code_version()
-    return items
+    return multihost.launch_items(cfg, config, prepared.vocab_hash(tok), sets)
 
 
 def examples(cfg, tok):
