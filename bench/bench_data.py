@@ -74,8 +74,9 @@ def _tree_rss(root_pid):
 
 def _prepare_in_subprocess(files, vocab, out, workers):
     """Wall seconds, parent peak RSS, peak of the workers' summed RSS (bytes)."""
-    code = ("import logging, sys; from bert_jax.data import prepare, text_sources, tokenizer;"
-            "prepare.prepare(text_sources.list_sources(sys.argv[1]), tokenizer.load(sys.argv[2]),"
+    code = ("import logging, sys; from bert_jax.data import text_sources, tokenizer;"
+            "from bert_jax.data.tokenize_corpus import tokenize_shard;"
+            "tokenize_shard(text_sources.list_sources(sys.argv[1]), tokenizer.load(sys.argv[2]),"
             " sys.argv[3], workers=int(sys.argv[4]))")
     start = time.perf_counter()
     process = subprocess.Popen([sys.executable, "-c", code, files, vocab, out, str(workers)])
@@ -145,18 +146,20 @@ def scale_table(sizes, worker_counts, vocab, keep):
 
 def stage_table(files, vocab, batch_size, steps):
     import jax
-    from bert_jax.data import masking, prepare, prepared, text_sources, tokenizer
-    from bert_jax.data.pretraining_data import PretrainingData
+
+    from bert_jax.data import masking, prepared_set, text_sources, tokenize_corpus, tokenizer
+    from bert_jax.data.pretraining_batches import PretrainingBatches
     tok = tokenizer.load(vocab)
     sources = text_sources.list_sources(files)
     megabytes = sum(os.path.getsize(s.name) for s in sources) / 1e6
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
-        prepare.prepare(sources, tok, tmp)
+        tokenize_corpus.tokenize_shard(sources, tok, tmp)
         cold = time.perf_counter() - start
         start = time.perf_counter()
-        data = PretrainingData(prepared.PreparedSet.open(tmp), tokenizer.special_token_ids(tok),
-                               objective="mlm+nsp", max_seq_length=128, eval_fraction=0.02)
+        data = PretrainingBatches(prepared_set.PreparedSet.open(tmp),
+                                  tokenizer.special_token_ids(tok), objective="mlm+nsp",
+                                  max_seq_length=128, eval_fraction=0.02)
         data.epoch_rows(0)
         warm = time.perf_counter() - start
         rates = {}

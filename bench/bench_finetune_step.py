@@ -60,7 +60,8 @@ class Ours:
         import jax.numpy as jnp
 
         from bert_jax.models import task_models
-        from bert_jax.training import optim, steps, xla_options
+        from bert_jax.runtime import xla_options
+        from bert_jax.training import optim, steps
         from bert_jax.training.finetune_config import FinetuneConfig, optimizer_settings
         settings = optimizer_settings(FinetuneConfig(learning_rate=1e-4), 1000)
         schedule = optim.learning_rate_schedule(1e-4, 100, 1000)

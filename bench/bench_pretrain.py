@@ -96,11 +96,11 @@ class Ours:
         import jax
         import jax.numpy as jnp
 
+        from bert_jax.data.masking import MaskingSpec
+        from bert_jax.models.task_models import BertForPreTraining
+        from bert_jax.runtime import xla_options
         from bert_jax.training import optim
         from bert_jax.training import steps as train_step
-        from bert_jax.training import xla_options
-        from bert_jax.models.task_models import BertForPreTraining
-        from bert_jax.data.masking import MaskingSpec
         from bert_jax.training.pretrain_config import PretrainConfig
         cfg = PretrainConfig(learning_rate=1e-4, warmup_steps=10, steps=1000)
         model = BertForPreTraining(config, jnp.dtype(dtype), remat=remat)
@@ -172,8 +172,8 @@ def infer_pair(config, batch, dtype="float32"):
     import torch
     import transformers
 
-    from bert_jax.training import xla_options
     from bert_jax.models.encoder import BertModel
+    from bert_jax.runtime import xla_options
     model = BertModel(config, jnp.dtype(dtype))
     params = jax.jit(lambda k: model.init(k, batch["input_ids"][:1]))(jax.random.key(0))
     fwd = jax.jit(lambda p, b: model.apply(p, b["input_ids"], b["token_type_ids"],
@@ -220,8 +220,8 @@ def _memory_child(size: str, which: str, args) -> None:
     import torch  # noqa: F401
     import transformers  # noqa: F401
 
-    from bert_jax.training import steps  # noqa: F401
     from bert_jax.models.config import BertConfig
+    from bert_jax.training import steps  # noqa: F401
     with open("/proc/self/clear_refs", "w") as f:  # reset the peak: a forked child inherits
         f.write("5")                                # its parent's, so ru_maxrss would mislead
     before = _peak_rss_kb()

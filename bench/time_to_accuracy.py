@@ -7,7 +7,7 @@ PyTorch BertForPreTraining trained on one recipe, side by side.
 
 Both frameworks get the same model (the config's), the same initial weights (ours, converted),
 the same vocabulary (config.vocab, or one trained once into OUT/vocab-SIZE), the same batches
-(`PretrainingData.train_batch(step)`), the very same masks (ours drawn inside the step,
+(`PretrainingBatches.train_batch(step)`), the very same masks (ours drawn inside the step,
 `steps.train_masks`; PyTorch is fed those arrays), the same rate at every step (the config's
 schedule, or its time budget's) and AdamW with the same decay mask, epsilon and clipping, and
 the same held-out rows masked once at 15% with `pretrain`'s own evaluation keys. Only dropout
@@ -47,7 +47,7 @@ class Setup:
     cfg: object  # PretrainConfig
     tok: object
     config: object  # BertConfig
-    data: dict  # sequence length → PretrainingData
+    data: dict  # sequence length → PretrainingBatches
     heldout: list  # masked held-out batches (numpy dicts, example_weights on padding rows)
     digest: str  # of every held-out array both sides evaluate
 
@@ -73,7 +73,8 @@ def setup(cfg, out: str) -> Setup:
     import jax
 
     from bert_jax.data import batches, masking
-    from bert_jax.training import pretrain, rng
+    from bert_jax.runtime import rng
+    from bert_jax.training import pretrain
     tok = vocabulary(cfg, out)
     config = pretrain.model_config(cfg, tok.get_vocab_size(with_added_tokens=True))
     data, rows = pretrain.examples(cfg, tok)
@@ -181,7 +182,8 @@ class OursTrainer:
         import jax.numpy as jnp
 
         from bert_jax.models import BertForPreTraining
-        from bert_jax.training import optim, pretrain, rng, steps, xla_options
+        from bert_jax.runtime import rng, xla_options
+        from bert_jax.training import optim, pretrain, steps
         cfg = self.cfg = s.cfg
         self.jnp, self.jax, self.heldout, self.seen = jnp, jax, s.heldout, []
         self.schedule = pretrain.learning_rate_schedule(cfg)
@@ -232,7 +234,8 @@ def initial_params(s: Setup):
     import jax.numpy as jnp
 
     from bert_jax.models import BertForPreTraining
-    from bert_jax.training import initial_params as start, rng
+    from bert_jax.runtime import rng
+    from bert_jax.training import initial_params as start
     model = BertForPreTraining(s.config)
     ids = jnp.zeros((1, s.cfg.max_seq_length), jnp.int32)
     return jax.jit(lambda key: start.with_position_init(
@@ -248,7 +251,8 @@ class TorchTrainer:
         import transformers
 
         from bert_jax.checkpoints.huggingface import save_hf
-        from bert_jax.training import pretrain, rng, steps
+        from bert_jax.runtime import rng
+        from bert_jax.training import pretrain, steps
         cfg = self.cfg = s.cfg
         self.torch, self.heldout, self.seen = torch, s.heldout, []
         self.schedule = pretrain.learning_rate_schedule(cfg)

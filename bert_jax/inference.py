@@ -22,8 +22,7 @@ from bert_jax.errors import BertJaxError
 from bert_jax.models import (BertForMaskedLM, BertForQuestionAnswering,
                              BertForSequenceClassification, BertForTokenClassification, BertModel)
 from bert_jax.models.task_models import architecture_of
-from bert_jax.training import xla_options
-
+from bert_jax.runtime import xla_options
 
 _HEADS = {"classifier": "has no classifier head{} (fine-tune it first with `bert-jax finetune`)",
           "qa_outputs": "has no question-answering head{} (fine-tune it first with `bert-jax "

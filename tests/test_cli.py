@@ -87,7 +87,7 @@ def test_some_multihost_flags_without_the_others_is_one_error(command, given, tm
 
 
 def test_the_library_refuses_a_partial_multihost_setup_naming_parameters():
-    from bert_jax.training import sharding
+    from bert_jax.runtime import sharding
     for given in ((None, None, 1), ("host:1", None, None), ("host:1", 2, None)):
         with pytest.raises(BertJaxError, match="^coordinator_address, num_processes and "
                                                "process_id go together$"):

@@ -174,7 +174,7 @@ def test_classifier_labels_and_bfloat16_compute():
 def test_xla_options_compile_and_keep_results():
     """The per-function XLA options are valid option names for this jaxlib (a renamed option
     fails to compile) and change speed or memory only, not results beyond rounding."""
-    from bert_jax.training import xla_options
+    from bert_jax.runtime import xla_options
     ids, types, mask = batch()
     model = BertModel(TINY)
     params = model.init(jax.random.key(0), ids, types, mask)

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from bert_jax.errors import BertJaxError
-from bert_jax.training import loop, sharding
+from bert_jax.runtime import sharding
+from bert_jax.training import loop
 from bert_jax.training import run as run_context
 
 

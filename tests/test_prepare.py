@@ -13,9 +13,10 @@ import textwrap
 import numpy as np
 import pytest
 
-from bert_jax.data import prepare, prepared, text_sources
+from bert_jax.data import prepared_set, text_sources, tokenize_corpus
+from bert_jax.data.tokenize_corpus import tokenize_shard
 from bert_jax.data import tokenizer as tok_lib
-from bert_jax.data.pretraining_data import OBJECTIVES, PretrainingData
+from bert_jax.data.pretraining_batches import OBJECTIVES, PretrainingBatches
 from bert_jax.errors import BertJaxError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -42,7 +43,7 @@ def _corpus(root, files=8, docs_per_file=6, seed=0):
     return text_sources.list_sources(str(root / "c*.txt")), tok_lib.load(str(root / "vocab.txt"))
 
 
-def _documents(data: prepared.PreparedSet) -> list[np.ndarray]:
+def _documents(data: prepared_set.PreparedSet) -> list[np.ndarray]:
     """Each document's tokens, in the set's document order."""
     return [data.tokens(int(data.starts[f]), int(data.starts[f + c]))
             for f, c in zip(data.doc_first, data.doc_count)]
@@ -66,19 +67,19 @@ def _one_line(error) -> str:
 def test_four_shards_one_after_another_equal_one_shard(tmp_path, monkeypatch, documents):
     sources, tok = _corpus(tmp_path)
     # small chunks and parts: many parts a shard, and (documents="file") documents across parts
-    monkeypatch.setattr(prepare, "CHUNK_CHARS", 300)
+    monkeypatch.setattr(tokenize_corpus, "CHUNK_CHARS", 300)
     kwargs = dict(documents=documents, sentence_per_line=True, part_tokens=200)
-    four = [prepare.prepare(sources, tok, str(tmp_path / "four"), shard=i, num_shards=4,
-                            **kwargs) for i in range(4)]
+    four = [tokenize_shard(sources, tok, str(tmp_path / "four"), shard=i, num_shards=4,
+                           **kwargs) for i in range(4)]
     assert four[:3] == [None] * 3 and four[3] is not None  # the last job writes the manifest
-    one = prepare.prepare(sources, tok, str(tmp_path / "one"), **kwargs)
+    one = tokenize_shard(sources, tok, str(tmp_path / "one"), **kwargs)
     for key in ("documents", "sentences", "tokens", "characters"):
         assert four[3][key] == one[key] > 0
     assert one["documents"] == (48 if documents == "blank_line" else 8)
     assert [s["source_files"] for s in four[3]["shards"]] == [
         [src.name for src in sources[i::4]] for i in range(4)]
     assert min(len(s["parts"]) for s in four[3]["shards"]) > 1
-    a, b = prepared.PreparedSet.open(str(tmp_path / "four")), prepared.PreparedSet.open(
+    a, b = prepared_set.PreparedSet.open(str(tmp_path / "four")), prepared_set.PreparedSet.open(
         str(tmp_path / "one"))
     assert not np.array_equal(a.doc_first, b.doc_first)  # stored in another order, yet
     for name in ("doc_count", "doc_source", "doc_number"):
@@ -91,7 +92,7 @@ def test_four_shards_one_after_another_equal_one_shard(tmp_path, monkeypatch, do
         assert sum(((start < bounds) & (bounds < stop)).any() for start, stop in spans) >= 4
     specials = tok_lib.special_token_ids(tok)
     for objective in OBJECTIVES:
-        runs = [PretrainingData(data, specials, objective=objective, max_seq_length=24,
+        runs = [PretrainingBatches(data, specials, objective=objective, max_seq_length=24,
                                 eval_fraction=0.1, seed=5) for data in (a, b)]
         assert runs[0].epoch_rows(0) == runs[1].epoch_rows(0)
         steps = sum(runs[0].epoch_rows(e) // 4 for e in range(2))
@@ -104,10 +105,10 @@ def test_four_shards_one_after_another_equal_one_shard(tmp_path, monkeypatch, do
 
 def test_a_spawned_worker_writes_the_same_bytes(tmp_path, monkeypatch):
     sources, tok = _corpus(tmp_path)
-    monkeypatch.setattr(prepare, "CHUNK_CHARS", 300)  # chunks are made here, in either case
+    monkeypatch.setattr(tokenize_corpus, "CHUNK_CHARS", 300)  # chunks are made here, in either case
     for workers in (0, 1):
-        prepare.prepare(sources, tok, str(tmp_path / f"w{workers}"), workers=workers,
-                        part_tokens=200, **LINES)
+        tokenize_shard(sources, tok, str(tmp_path / f"w{workers}"), workers=workers,
+                       part_tokens=200, **LINES)
     here, worker = _files(tmp_path / "w0"), _files(tmp_path / "w1")
     assert sum(name.endswith(".arrow") for name in here) > 3
     assert here.keys() == worker.keys() and here == worker
@@ -117,35 +118,35 @@ def test_the_manifest_waits_for_every_shard_and_names_the_missing_one(tmp_path, 
     sources, tok = _corpus(tmp_path)
     out = str(tmp_path / "set")
     for shard in (0, 2):
-        assert prepare.prepare(sources, tok, out, shard=shard, num_shards=4, **LINES) is None
-    for check in (prepared.PreparedSet.open, prepared.verify):
+        assert tokenize_shard(sources, tok, out, shard=shard, num_shards=4, **LINES) is None
+    for check in (prepared_set.PreparedSet.open, prepared_set.verify):
         with pytest.raises(BertJaxError) as error:
             check(out)
         assert _one_line(error) == (f"{out}: shard shard-00001-of-00004 is missing (2 of 4 "
                                     f"missing); run `bert-jax prepare … --shard 1 "
                                     f"--num-shards 4`")
-    assert prepare.prepare(sources, tok, out, shard=1, num_shards=4, **LINES) is None
+    assert tokenize_shard(sources, tok, out, shard=1, num_shards=4, **LINES) is None
     with pytest.raises(BertJaxError, match=r"shard-00003-of-00004 is missing \(1 of 4 missing\); "
                                            r"run `bert-jax prepare … --shard 3 --num-shards 4`$"):
-        prepared.PreparedSet.open(out)
-    assert not os.path.exists(os.path.join(out, prepared.MANIFEST))
-    manifest = prepare.prepare(sources, tok, out, shard=3, num_shards=4, **LINES)
-    assert manifest == prepared.read_json(os.path.join(out, prepared.MANIFEST))
+        prepared_set.PreparedSet.open(out)
+    assert not os.path.exists(os.path.join(out, prepared_set.MANIFEST))
+    manifest = tokenize_shard(sources, tok, out, shard=3, num_shards=4, **LINES)
+    assert manifest == prepared_set.read_json(os.path.join(out, prepared_set.MANIFEST))
     assert manifest["documents"] == 48 and len(manifest["shards"]) == 4
     # a finished shard is not prepared again: its job only returns the manifest
-    monkeypatch.setattr(prepare, "_write_shard", lambda *a: pytest.fail("prepared again"))
-    assert prepare.prepare(sources, tok, out, shard=1, num_shards=4, **LINES) == manifest
+    monkeypatch.setattr(tokenize_corpus, "_write_shard", lambda *a: pytest.fail("prepared again"))
+    assert tokenize_shard(sources, tok, out, shard=1, num_shards=4, **LINES) == manifest
     # the last job stopped between its shard and the manifest: opening the set writes it
-    os.remove(os.path.join(out, prepared.MANIFEST))
-    assert prepared.PreparedSet.open(out).num_documents == 48
-    assert prepared.read_json(os.path.join(out, prepared.MANIFEST)) == manifest
+    os.remove(os.path.join(out, prepared_set.MANIFEST))
+    assert prepared_set.PreparedSet.open(out).num_documents == 48
+    assert prepared_set.read_json(os.path.join(out, prepared_set.MANIFEST)) == manifest
 
 
 def test_a_shard_of_other_parameters_is_refused(tmp_path):
     sources, tok = _corpus(tmp_path)
     out = str(tmp_path / "set")
-    prepare.prepare(sources, tok, out, shard=0, num_shards=2, documents="file")
-    vocab = _files(os.path.join(out, prepared.VOCAB))
+    tokenize_shard(sources, tok, out, shard=0, num_shards=2, documents="file")
+    vocab = _files(os.path.join(out, prepared_set.VOCAB))
     (tmp_path / "other.txt").write_text((tmp_path / "vocab.txt").read_text() + "extra\n")
     other_vocab = tok_lib.load(str(tmp_path / "other.txt"))
     shard0 = os.path.join(out, "shard-00000-of-00002")
@@ -154,32 +155,32 @@ def test_a_shard_of_other_parameters_is_refused(tmp_path):
             (tok, dict(sentence_per_line=True), "sentence_per_line False vs True"),
             (other_vocab, {}, "vocab_hash "), (tok, dict(num_shards=3), "num_shards 2 vs 3")):
         with pytest.raises(BertJaxError) as error:
-            prepare.prepare(sources, tokenizer, out, **dict(dict(shard=1, num_shards=2), **kwargs))
+            tokenize_shard(sources, tokenizer, out, **dict(dict(shard=1, num_shards=2), **kwargs))
         message = _one_line(error)
         assert message.startswith(f"{shard0}: prepared with other parameters than this job "
                                   f"(the shard's vs this job's: {difference}")
         assert message.endswith("); use another --out")
-    assert _files(os.path.join(out, prepared.VOCAB)) == vocab  # the refused jobs changed nothing
+    assert _files(os.path.join(out, prepared_set.VOCAB)) == vocab  # the refused jobs changed nothing
     assert sorted(os.listdir(out)) == ["shard-00000-of-00002", "vocab"]  # nor made a manifest
     # a shard of other parameters copied in beside it is refused when the set is opened
-    prepare.prepare(sources, tok, str(tmp_path / "lines"), shard=1, num_shards=2, **LINES)
+    tokenize_shard(sources, tok, str(tmp_path / "lines"), shard=1, num_shards=2, **LINES)
     os.rename(tmp_path / "lines" / "shard-00001-of-00002", os.path.join(out,
                                                                         "shard-00001-of-00002"))
     with pytest.raises(BertJaxError) as error:
-        prepared.PreparedSet.open(out)
+        prepared_set.PreparedSet.open(out)
     assert re.fullmatch(re.escape(os.path.join(out, "shard-00001-of-00002")) +
                         r": prepared with other parameters than shard-00000-of-00002 \(documents "
                         r"'blank_line' vs 'file'; sentence_per_line True vs False\)",
                         _one_line(error))
-    assert not os.path.exists(os.path.join(out, prepared.MANIFEST))
+    assert not os.path.exists(os.path.join(out, prepared_set.MANIFEST))
 
 
 def test_a_changed_set_is_refused_naming_the_file(tmp_path):
     sources, tok = _corpus(tmp_path)
     out = str(tmp_path / "set")
     for shard in range(2):
-        prepare.prepare(sources, tok, out, shard=shard, num_shards=2, **LINES)
-    manifest_path = os.path.join(out, prepared.MANIFEST)
+        tokenize_shard(sources, tok, out, shard=shard, num_shards=2, **LINES)
+    manifest_path = os.path.join(out, prepared_set.MANIFEST)
     shard = os.path.join(out, "shard-00001-of-00002")
     part, record = os.path.join(shard, "part-00000.arrow"), os.path.join(shard, "shard.json")
     original = {path: open(path, "rb").read() for path in (part, record, manifest_path)}
@@ -187,11 +188,11 @@ def test_a_changed_set_is_refused_naming_the_file(tmp_path):
 
     def refused(pattern):
         with pytest.raises(BertJaxError) as error:
-            prepared.PreparedSet.open(out)
+            prepared_set.PreparedSet.open(out)
         assert re.fullmatch(pattern, _one_line(error)), str(error.value)
         for path, data in original.items():  # put the set back
             open(path, "wb").write(data)
-        prepared.PreparedSet.open(out)
+        prepared_set.PreparedSet.open(out)
 
     open(part, "wb").write(original[part][:-8])  # truncated
     refused(rf"{re.escape(part)}: {size - 8} bytes, {re.escape(manifest_path)} says {size}")
@@ -201,17 +202,17 @@ def test_a_changed_set_is_refused_naming_the_file(tmp_path):
     refused(rf"{re.escape(part)}: missing")
     edited = json.loads(original[record])
     edited["characters"] += 1  # the shard's record edited after the manifest was written
-    prepared.write_json(record, edited)
+    prepared_set.write_json(record, edited)
     refused(rf"{re.escape(record)}: does not match {re.escape(manifest_path)} \(the shard was "
             r"prepared again with other inputs\); prepare the set again")
     stale = json.loads(original[manifest_path])
-    stale["format_version"] = prepared.FORMAT_VERSION - 1
-    prepared.write_json(manifest_path, stale)
-    refused(rf"{re.escape(manifest_path)}: format_version {prepared.FORMAT_VERSION - 1}, this "
-            rf"version reads {prepared.FORMAT_VERSION}; prepare the set again")
+    stale["format_version"] = prepared_set.FORMAT_VERSION - 1
+    prepared_set.write_json(manifest_path, stale)
+    refused(rf"{re.escape(manifest_path)}: format_version {prepared_set.FORMAT_VERSION - 1}, this "
+            rf"version reads {prepared_set.FORMAT_VERSION}; prepare the set again")
     with pytest.raises(BertJaxError, match=r"empty: not a prepared set \(no manifest.json, no "
                                            r"shards\); run `bert-jax prepare`$"):
-        prepared.PreparedSet.open(str(tmp_path / "empty"))
+        prepared_set.PreparedSet.open(str(tmp_path / "empty"))
 
 
 def test_bad_input_names_the_file(tmp_path):
@@ -225,13 +226,13 @@ def test_bad_input_names_the_file(tmp_path):
                            ([sources[0].name, str(latin1)],
                             r"latin1.txt: not UTF-8 text \(byte 0xe9 at offset 8\)$")):
         with pytest.raises(BertJaxError, match=message) as error:
-            prepare.prepare(text_sources.list_sources(files), tok, str(tmp_path / "set"))
+            tokenize_shard(text_sources.list_sources(files), tok, str(tmp_path / "set"))
         _one_line(error)
     assert os.listdir(tmp_path / "set") == ["vocab"]  # no shard, no half-written one
     with pytest.raises(BertJaxError, match=r"^documents: expected file or blank_line, got 'x'"):
-        prepare.prepare(sources, tok, str(tmp_path / "set"), documents="x")
+        tokenize_shard(sources, tok, str(tmp_path / "set"), documents="x")
     with pytest.raises(BertJaxError, match=r"^--shard: expected an integer in \[0, 2\)"):
-        prepare.prepare(sources, tok, str(tmp_path / "set"), shard=2, num_shards=2)
+        tokenize_shard(sources, tok, str(tmp_path / "set"), shard=2, num_shards=2)
 
 
 def test_a_dataset_source_is_split_by_record_across_shards(tmp_path):
@@ -245,11 +246,11 @@ def test_a_dataset_source_is_split_by_record_across_shards(tmp_path):
     tok = tok_lib.load(str(tmp_path / "vocab.txt"))
     sources = text_sources.list_sources(None, dataset=str(directory))
     for shard in range(3):
-        manifest = prepare.prepare(sources, tok, str(tmp_path / "three"), shard=shard,
-                                   num_shards=3, sentence_per_line=True)
+        manifest = tokenize_shard(sources, tok, str(tmp_path / "three"), shard=shard,
+                                  num_shards=3, sentence_per_line=True)
     assert [s["documents"] for s in manifest["shards"]] == [4, 4, 4]  # records r ≡ I mod 3
-    prepare.prepare(sources, tok, str(tmp_path / "one"), sentence_per_line=True)
-    a, b = (prepared.PreparedSet.open(str(tmp_path / name)) for name in ("three", "one"))
+    tokenize_shard(sources, tok, str(tmp_path / "one"), sentence_per_line=True)
+    a, b = (prepared_set.PreparedSet.open(str(tmp_path / name)) for name in ("three", "one"))
     np.testing.assert_array_equal(a.doc_number, np.arange(12))
     np.testing.assert_array_equal(a.doc_count, np.arange(12) % 3 + 1)
     assert [x.tolist() for x in _documents(a)] == [x.tolist() for x in _documents(b)]
@@ -263,7 +264,8 @@ MEMORY_SCRIPT = textwrap.dedent("""
     package = types.ModuleType("bert_jax")
     package.__path__ = [sys.argv[1]]
     sys.modules["bert_jax"] = package
-    from bert_jax.data import prepare, text_sources, tokenizer
+    from bert_jax.data import text_sources, tokenizer
+    from bert_jax.data.tokenize_corpus import tokenize_shard
     assert "jax" not in sys.modules
     corpus, vocab, out = sys.argv[2:5]
 
@@ -276,12 +278,12 @@ MEMORY_SCRIPT = textwrap.dedent("""
     # threads: ~50 MB), so that the measure below is what the corpus costs.
     with open(os.path.join(out, "tiny.txt"), "w") as f:
         f.write("w1 w2\\nw3\\n\\nw4\\n")
-    prepare.prepare(text_sources.list_sources(os.path.join(out, "tiny.txt")), tok,
-                    os.path.join(out, "tiny"), documents="blank_line", sentence_per_line=True)
+    tokenize_shard(text_sources.list_sources(os.path.join(out, "tiny.txt")), tok,
+                   os.path.join(out, "tiny"), documents="blank_line", sentence_per_line=True)
     before = rss_kib()
-    manifest = prepare.prepare(text_sources.list_sources(corpus), tok, os.path.join(out, "set"),
-                               documents="blank_line", sentence_per_line=True,
-                               part_tokens=100_000)
+    manifest = tokenize_shard(text_sources.list_sources(corpus), tok, os.path.join(out, "set"),
+                              documents="blank_line", sentence_per_line=True,
+                              part_tokens=100_000)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(json.dumps(dict(growth_kib=peak - before, tokens=manifest["tokens"],
                           parts=len(manifest["shards"][0]["parts"]))))

@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer, models
 
-from bert_jax.data import batches, masking, pair_plans, prepare, prepared, text_sources
+from bert_jax.data import batches, masking, pair_plans, prepared_set, text_sources
 from bert_jax.data import tokenizer as tok_lib
 from bert_jax.data.heldout import HeldOut, split_heldout
-from bert_jax.data.pretraining_data import OBJECTIVES, PretrainingData
+from bert_jax.data.pretraining_batches import OBJECTIVES, PretrainingBatches
 from bert_jax.data.sentences import split_sentences
+from bert_jax.data.tokenize_corpus import tokenize_shard
 from bert_jax.errors import BertJaxError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -23,12 +24,12 @@ AUSTEN = os.path.join(ROOT, "data", "austen", "*.txt")
 L = 128
 PAD, CLS, SEP = 0, 101, 102  # the released vocabulary's
 CLS_SYN, SEP_SYN = 2, 3  # the synthetic vocabularies' (tok_lib.SPECIAL_TOKENS order)
-LOGGER = "bert_jax.data.pretraining_data"
+LOGGER = "bert_jax.data.pretraining_batches"
 
 
-def _prepared(files, tokenizer, out, **kwargs) -> prepared.PreparedSet:
-    prepare.prepare(text_sources.list_sources(files), tokenizer, str(out), **kwargs)
-    return prepared.PreparedSet.open(str(out))
+def _prepared(files, tokenizer, out, **kwargs) -> prepared_set.PreparedSet:
+    tokenize_shard(text_sources.list_sources(files), tokenizer, str(out), **kwargs)
+    return prepared_set.PreparedSet.open(str(out))
 
 
 def _synthetic_set(root, sentence_counts, repeat=(1, 6), seed=0):
@@ -53,7 +54,7 @@ def _maker(data, tokenizer, **defaults):
 
     def make(**kwargs):
         args = dict(defaults, **kwargs)
-        return PretrainingData(data, specials, objective=args.pop("objective", "mlm+nsp"),
+        return PretrainingBatches(data, specials, objective=args.pop("objective", "mlm+nsp"),
                                **args)
     return make
 
@@ -80,14 +81,14 @@ def _epoch(data, epoch):
 def austen(minilm_dir, tmp_path_factory):
     tokenizer = tok_lib.load(os.path.join(minilm_dir, "vocab.txt"))
     data = _prepared(AUSTEN, tokenizer, tmp_path_factory.mktemp("austen") / "set")
-    pairs = PretrainingData(data, tok_lib.special_token_ids(tokenizer), objective="mlm+nsp",
+    pairs = PretrainingBatches(data, tok_lib.special_token_ids(tokenizer), objective="mlm+nsp",
                             max_seq_length=L, seed=1)
     return pairs, [_epoch(pairs, 0), _epoch(pairs, 1)]
 
 
 @pytest.fixture(scope="module")
 def synthetic(tmp_path_factory):
-    """40 documents of 2-30 sentences, and PretrainingData on them (L = 32, seed 3)."""
+    """40 documents of 2-30 sentences, and PretrainingBatches on them (L = 32, seed 3)."""
     rng = random.Random(0)
     counts = [rng.randint(2, 30) for _ in range(40)]
     data, tokenizer = _synthetic_set(tmp_path_factory.mktemp("synthetic"), counts)
@@ -247,7 +248,7 @@ def test_one_file_one_document_gives_both_splits(tmp_path, synthetic, caplog, ob
     corpus = tmp_path / "one.txt"  # sentence k is words[k], three times
     corpus.write_text("\n".join(f"{w} {w} {w}" for w in words[:200]) + "\n", encoding="utf-8")
     with caplog.at_level(logging.INFO, logger=LOGGER):
-        data = PretrainingData(
+        data = PretrainingBatches(
             _prepared(str(corpus), synthetic.tokenizer, tmp_path / "set", sentence_per_line=True),
             tok_lib.special_token_ids(synthetic.tokenizer), objective=objective,
             max_seq_length=16, eval_fraction=0.1)
@@ -300,7 +301,7 @@ def test_documents_too_short_to_pair_are_reported(tmp_path, synthetic, caplog):
         (tmp_path / name).write_text(text, encoding="utf-8")
         data = _prepared(str(tmp_path / name), synthetic.tokenizer, tmp_path / f"{name}.set",
                          documents="blank_line", sentence_per_line=True)
-        return PretrainingData(data, specials, objective="mlm+nsp", max_seq_length=32)
+        return PretrainingBatches(data, specials, objective="mlm+nsp", max_seq_length=32)
 
     with caplog.at_level(logging.WARNING, logger=LOGGER):  # "\x07": a paragraph of no tokens
         data = pretraining("short.txt", "d1s1\nd1s2\n\nd2s1\n\nd3s1\n\n\x07\n")

@@ -101,20 +101,20 @@ def test_phases_by_steps_and_by_the_clock():
 
 
 def test_the_phases_train_short_then_long_rows(pretrain_setup, tmp_path, monkeypatch):
-    from bert_jax.data.pretraining_data import PretrainingData
+    from bert_jax.data.pretraining_batches import PretrainingBatches
     base, overrides = pretrain_setup
     cfg = pretrain_config.load_config(
         "configs/pretrain_tiny.py",
         [o[len("--config."):] for o in overrides]
         + ["phase1_seq_length=16", "phase1_share=0.5", "steps=6", "checkpoint_every=100"])
-    shapes, original = [], PretrainingData.train_batch
+    shapes, original = [], PretrainingBatches.train_batch
 
     def spy(self, step, *args):
         batch = original(self, step, *args)
         shapes.append((step, batch["input_ids"].shape[1]))
         return batch
 
-    monkeypatch.setattr(PretrainingData, "train_batch", spy)
+    monkeypatch.setattr(PretrainingBatches, "train_batch", spy)
     final = pretrain.pretrain(cfg, str(tmp_path))
     assert shapes == [(0, 16), (1, 16), (2, 16), (3, 32), (4, 32), (5, 32)]
     assert math.isfinite(final["mlm_accuracy"])

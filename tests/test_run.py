@@ -8,7 +8,8 @@ import optax
 import pytest
 
 from bert_jax.models import BertConfig, BertForPreTraining, BertForSequenceClassification
-from bert_jax.training import rng, run, sharding, steps
+from bert_jax.runtime import rng, sharding
+from bert_jax.training import run, steps
 from bert_jax.training.loop import StopRequest
 
 CONFIG = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,

@@ -25,10 +25,11 @@ from jax._src import array as jax_array
 from jax._src import config as jax_config
 from jax.sharding import NamedSharding
 
-from bert_jax.training import loop, sharding, steps
 from bert_jax.data import tokenizer
-from bert_jax.training import pretrain as trainer
 from bert_jax.models.config import BertConfig
+from bert_jax.runtime import sharding
+from bert_jax.training import loop, steps
+from bert_jax.training import pretrain as trainer
 from bert_jax.training.pretrain_config import PretrainConfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

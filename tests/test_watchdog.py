@@ -5,7 +5,7 @@ process 0; the coordinator's connection count reads /proc."""
 import socket
 import time
 
-from bert_jax.training import coordinator, multihost
+from bert_jax.runtime import coordinator, multihost
 
 
 class FakeStore:

@@ -39,7 +39,7 @@ def add_multihost(parser: argparse.ArgumentParser) -> None:
 def initialize_distributed(args) -> None:
     """Join a multi-process run; giving only some of the three flags is refused by sharding,
     in one line that as_flags turns back into these flags (so are the run's own lines)."""
-    from bert_jax.training import sharding
+    from bert_jax.runtime import sharding
     sharding.initialize_distributed(args.coordinator_address, args.num_processes,
                                     args.process_id, args.initialization_timeout,
                                     args.heartbeat_timeout, prog=f"bert-jax {args.command}",

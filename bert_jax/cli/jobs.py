@@ -137,7 +137,7 @@ def pretrain(args) -> int:
 
 def prepare(args) -> int:
     from bert_jax.data import tokenizer
-    from bert_jax.training import pretrain_config, pretrain_data
+    from bert_jax.training import pretrain_config, pretrain_corpus
     cfg = pretrain_config.load_config(args.config, args.overrides)
     if args.workers is not None:
         cfg = cfg.replace(prepare_workers=args.workers)
@@ -145,7 +145,7 @@ def prepare(args) -> int:
         raise BertJaxError("config.vocab: prepare needs the run's vocabulary (vocab.txt or "
                            "tokenizer.json); train one with `bert-jax tokenizer`")
     logging.getLogger("bert_jax").setLevel(logging.INFO)
-    manifest = pretrain_data.prepare_shard(cfg, tokenizer.load(cfg.vocab), args.out,
+    manifest = pretrain_corpus.prepare_shard(cfg, tokenizer.load(cfg.vocab), args.out,
                                            args.shard, args.num_shards)
     if manifest is None:
         print(f"shard {args.shard} of {args.num_shards} prepared in {args.out}; the set is "

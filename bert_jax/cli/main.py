@@ -8,7 +8,7 @@ import sys
 
 from bert_jax.cli import checkpoints, flags, jobs, use, vocab
 from bert_jax.errors import BertJaxError
-from bert_jax.training import multihost
+from bert_jax.runtime import multihost
 
 
 def build_parser() -> flags.Parser:

@@ -2,7 +2,7 @@
 
 An epoch's examples are drawn from (seed, epoch), from the lengths alone, so a plan of a
 gigabyte corpus is a few integer arrays; the tokens of a row are read (memory-mapped) only when
-its batch is served (data/pretraining_data.py).
+its batch is served (data/pretraining_batches.py).
 
 Pairs (objective "mlm+nsp") follow google-research/bert's create_pretraining_data: segments A/B
 fill a target length (short_seq_prob picks a shorter one), B is the real continuation half of
@@ -32,7 +32,7 @@ import numpy as np
 @dataclasses.dataclass(frozen=True)
 class PairPlan:
     """Example i: tokens [a_start, a_stop) [SEP] [b_start, b_stop), in the set's global token
-    space (data.prepared.PreparedSet.tokens); label 1 = B is random."""
+    space (data.prepared_set.PreparedSet.tokens); label 1 = B is random."""
     a_start: np.ndarray  # (N,) int64
     a_stop: np.ndarray
     b_start: np.ndarray

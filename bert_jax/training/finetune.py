@@ -26,11 +26,12 @@ import numpy as np
 from bert_jax.checkpoints import atomic, model_dir, paths
 from bert_jax.checkpoints.huggingface import save_hf
 from bert_jax.data import batches, tokenizer
-from bert_jax.data.prepared import vocab_hash
+from bert_jax.data.prepared_set import vocab_hash
 from bert_jax.errors import BertJaxError
-from bert_jax.training import loop, multihost, optim, run, sharding, steps
+from bert_jax.runtime import multihost, sharding
+from bert_jax.runtime.metric_writer import parameter_table
+from bert_jax.training import loop, optim, run, steps
 from bert_jax.training.finetune_config import FinetuneConfig, optimizer_settings
-from bert_jax.training.metric_writer import parameter_table
 from bert_jax.training.tasks import TASKS, EvalSplit
 
 log = logging.getLogger("bert_jax")

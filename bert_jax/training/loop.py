@@ -19,7 +19,8 @@ from jax.experimental import multihost_utils
 from tqdm import tqdm
 
 from bert_jax.errors import BertJaxError
-from bert_jax.training import losses, multihost, sharding
+from bert_jax.runtime import multihost, sharding
+from bert_jax.training import losses
 
 log = logging.getLogger("bert_jax")
 

@@ -21,13 +21,13 @@ import numpy as np
 
 from bert_jax.checkpoints import atomic, model_dir, paths
 from bert_jax.checkpoints.huggingface import save_hf
-from bert_jax.data import masking, prepared, tokenizer
+from bert_jax.data import masking, prepared_set, tokenizer
 from bert_jax.errors import BertJaxError
 from bert_jax.models import BertConfig, BertForPreTraining
-from bert_jax.training import (initial_params, loop, losses, multihost, optim,
-                               pretrain_config, pretrain_data, rng, run, sharding, steps,
-                               time_budget)
-from bert_jax.training.metric_writer import parameter_table
+from bert_jax.runtime import multihost, rng, sharding
+from bert_jax.runtime.metric_writer import parameter_table
+from bert_jax.training import (initial_params, loop, losses, optim, pretrain_config,
+                               pretrain_corpus, run, steps, time_budget)
 
 log = logging.getLogger("bert_jax")
 
@@ -158,9 +158,9 @@ def check_inputs(cfg: pretrain_config.PretrainConfig, workdir: str):
     prepared, before the workdir's config is written). Returns the
     params of cfg.init_from, or None when there is none or the run resumes (it never reads
     init_from then)."""
-    pretrain_data.check(cfg)
+    pretrain_corpus.check(cfg)
     own = _own_vocab(workdir)
-    source = cfg.vocab or (own if os.path.isfile(own) else "") or pretrain_data.vocab_of_set(cfg)
+    source = cfg.vocab or (own if os.path.isfile(own) else "") or pretrain_corpus.vocab_of_set(cfg)
     if source:
         vocab_size = tokenizer.load(source).get_vocab_size(with_added_tokens=True)
     elif _model_is_file(cfg):  # the vocabulary is trained later; its size is the config's
@@ -204,7 +204,7 @@ def _tokenizer(cfg, workdir, main):
     """cfg.vocab or a prepared set's (copied into WORKDIR/vocab), the workdir's own, or a new
     one trained there."""
     vocab_dir = os.path.join(workdir, paths.VOCAB)
-    given = cfg.vocab or pretrain_data.vocab_of_set(cfg)
+    given = cfg.vocab or pretrain_corpus.vocab_of_set(cfg)
     if given:
         tok = tokenizer.load(given)
         if main:
@@ -252,7 +252,7 @@ def launch_items(cfg, config: BertConfig, tok, data: dict) -> dict[str, str]:
         sets[f"the training data of {length} tokens"] = (
             f"{m['documents']:,} documents, {m['tokens']:,} tokens "
             f"({multihost.digest(content)})")
-    return multihost.launch_items(cfg, config, prepared.vocab_hash(tok), sets)
+    return multihost.launch_items(cfg, config, prepared_set.vocab_hash(tok), sets)
 
 
 def examples(cfg, tok):
@@ -260,7 +260,7 @@ def examples(cfg, tok):
     and its held-out rows at max_seq_length: whole documents (or a document's tail) that
     training never sees, fixed for the run."""
     lengths = sorted({cfg.max_seq_length, cfg.phase1_seq_length or cfg.max_seq_length})
-    data = {n: pretrain_data.open_data(cfg.replace(max_seq_length=n), tok) for n in lengths}
+    data = {n: pretrain_corpus.open_data(cfg.replace(max_seq_length=n), tok) for n in lengths}
     for n in lengths:
         rows = data[n].epoch_rows(0)
         if rows < cfg.batch_size:

@@ -12,11 +12,11 @@ import math
 import typing
 from typing import Optional
 
-from bert_jax.data.pretraining_data import OBJECTIVES
+from bert_jax.data.pretraining_batches import OBJECTIVES
 from bert_jax.errors import BertJaxError
-from bert_jax.training.initial_params import POSITION_INITS
 from bert_jax.training.config_files import (NONFINITE_POLICIES, apply_overrides, check_fields,
                                             run_config_file)
+from bert_jax.training.initial_params import POSITION_INITS
 
 log = logging.getLogger("bert_jax")
 

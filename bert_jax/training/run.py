@@ -20,10 +20,11 @@ from jax.sharding import Mesh
 
 from bert_jax.checkpoints import model_dir
 from bert_jax.data import batches
-from bert_jax.training import multihost, rng, sharding, steps, xla_options
-from bert_jax.training.checkpointer import Checkpointer
+from bert_jax.runtime import multihost, rng, sharding, xla_options
+from bert_jax.runtime.checkpointer import Checkpointer
+from bert_jax.runtime.metric_writer import MetricWriter
+from bert_jax.training import steps
 from bert_jax.training.loop import StopRequest
-from bert_jax.training.metric_writer import MetricWriter
 
 log = logging.getLogger("bert_jax")
 
@@ -37,7 +38,7 @@ class RunContext:
     writer: MetricWriter  # metrics.jsonl + TensorBoard (a no-op off process 0)
     checkpointer: Checkpointer  # WORKDIR/checkpoints
     stop: StopRequest  # SIGTERM / SIGINT arrived: save and stop after this step
-    key: jax.Array  # the run key, replicated on the mesh; training/rng names its streams
+    key: jax.Array  # the run key, replicated on the mesh; runtime/rng names its streams
     is_main: bool  # process 0: the one that writes JSON, the model directories and exports
 
     def global_batch(self, host: dict) -> dict:

@@ -14,9 +14,10 @@ import optax
 from flax.training import train_state
 
 from bert_jax.data import masking
-from bert_jax.data.pretraining_data import OBJECTIVES
+from bert_jax.data.pretraining_batches import OBJECTIVES
 from bert_jax.errors import BertJaxError
-from bert_jax.training import losses, optim, rng
+from bert_jax.runtime import rng
+from bert_jax.training import losses, optim
 
 TrainState = train_state.TrainState  # step, params, opt_state; apply_fn and tx are static
 

@@ -18,8 +18,8 @@ from typing import Optional
 
 from tokenizers import Tokenizer
 
-from bert_jax.data import prepare, prepared, text_sources, tokenizer
-from bert_jax.data.pretraining_data import PretrainingData
+from bert_jax.data import prepared_set, text_sources, tokenize_corpus, tokenizer
+from bert_jax.data.pretraining_batches import PretrainingBatches
 from bert_jax.errors import BertJaxError
 
 log = logging.getLogger("bert_jax")
@@ -32,7 +32,7 @@ def prepared_dir(cfg) -> Optional[str]:
     files = cfg.train_files
     if cfg.train_dataset or not isinstance(files, str):
         return None
-    return files if prepared.is_prepared_set(files) else None
+    return files if prepared_set.is_prepared_set(files) else None
 
 
 def sources(cfg) -> list[text_sources.Source]:
@@ -46,7 +46,7 @@ def check(cfg) -> None:
     """Before any slow work: the prepared set is complete, or the raw sources exist."""
     directory = prepared_dir(cfg)
     if directory:
-        prepared.verify(directory)
+        prepared_set.verify(directory)
     else:
         sources(cfg)
 
@@ -54,7 +54,7 @@ def check(cfg) -> None:
 def vocab_of_set(cfg) -> str:
     """The vocabulary a prepared set was made with ("" for raw text)."""
     directory = prepared_dir(cfg)
-    return os.path.join(directory, prepared.VOCAB) if directory else ""
+    return os.path.join(directory, prepared_set.VOCAB) if directory else ""
 
 
 def workers(cfg, inputs: list[text_sources.Source]) -> int:
@@ -71,12 +71,12 @@ def prepare_shard(cfg, tok: Tokenizer, out: str, shard: int = 0,
                   num_shards: int = 1) -> Optional[dict]:
     """`bert-jax prepare`: shard `shard` of `num_shards` of the config's sources into `out`."""
     inputs = sources(cfg)
-    return prepare.prepare(inputs, tok, out, documents=cfg.documents,
+    return tokenize_corpus.tokenize_shard(inputs, tok, out, documents=cfg.documents,
                            sentence_per_line=cfg.sentence_per_line, text_field=cfg.text_field,
                            shard=shard, num_shards=num_shards, workers=workers(cfg, inputs))
 
 
-def open_data(cfg, tok: Tokenizer, cache_dir: Optional[str] = None) -> PretrainingData:
+def open_data(cfg, tok: Tokenizer, cache_dir: Optional[str] = None) -> PretrainingBatches:
     """The run's data: the prepared set (prepared now into the cache for raw text), checked
     against the run's vocabulary, with the objective's batches."""
     directory = prepared_dir(cfg)
@@ -84,16 +84,16 @@ def open_data(cfg, tok: Tokenizer, cache_dir: Optional[str] = None) -> Pretraini
         inputs = sources(cfg)
         directory = os.path.join(cache_dir or os.path.join(os.getcwd(), ".cache", "bert_jax"),
                                  f"prepared-{_cache_key(cfg, inputs, tok)}")
-        if os.path.isfile(os.path.join(directory, prepared.MANIFEST)):
+        if os.path.isfile(os.path.join(directory, prepared_set.MANIFEST)):
             log.info("pretraining data: the cached set %s", directory)
         else:
             _prepare_cache(cfg, inputs, tok, directory)
-    data = prepared.PreparedSet.open(directory)
-    if data.manifest["vocab_hash"] != prepared.vocab_hash(tok):
+    data = prepared_set.PreparedSet.open(directory)
+    if data.manifest["vocab_hash"] != prepared_set.vocab_hash(tok):
         raise BertJaxError(f"{directory}: prepared with another vocabulary than the run's; use "
-                           f"config.vocab={os.path.join(directory, prepared.VOCAB)} or prepare "
+                           f"config.vocab={os.path.join(directory, prepared_set.VOCAB)} or prepare "
                            f"again")
-    return PretrainingData(data, tokenizer.special_token_ids(tok), objective=cfg.objective,
+    return PretrainingBatches(data, tokenizer.special_token_ids(tok), objective=cfg.objective,
                            max_seq_length=cfg.max_seq_length, short_seq_prob=cfg.short_seq_prob,
                            eval_fraction=cfg.eval_fraction, seed=cfg.data_seed)
 
@@ -109,7 +109,7 @@ def _prepare_cache(cfg, inputs, tok, directory) -> None:
         created = os.path.dirname(created)
     created = None if os.path.exists(created) else created
     try:
-        prepare.prepare(inputs, tok, directory, documents=cfg.documents,
+        tokenize_corpus.tokenize_shard(inputs, tok, directory, documents=cfg.documents,
                         sentence_per_line=cfg.sentence_per_line, text_field=cfg.text_field,
                         workers=workers(cfg, inputs))
     except BaseException:
@@ -123,7 +123,7 @@ def _cache_key(cfg, inputs, tok) -> str:
     for source in inputs:  # contents, in order (order decides document order), not mtimes
         digest.update(text_sources.content_hash(source).encode())
     params = dict(documents=cfg.documents, sentence_per_line=cfg.sentence_per_line,
-                  text_field=cfg.text_field, format_version=prepared.FORMAT_VERSION,
-                  vocab=prepared.vocab_hash(tok))
+                  text_field=cfg.text_field, format_version=prepared_set.FORMAT_VERSION,
+                  vocab=prepared_set.vocab_hash(tok))
     digest.update(json.dumps(params, sort_keys=True).encode())
     return digest.hexdigest()

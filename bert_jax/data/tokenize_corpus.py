@@ -1,4 +1,5 @@
-"""Streamed preparation: text sources → sentences → token ids → Arrow parts (data/prepared.py).
+"""Tokenising a corpus: text sources → sentences → token ids → a prepared set's Arrow parts
+(data/prepared_set.py).
 
 Text is read a paragraph at a time (data/text_sources.py) and tokenised in chunks of about a
 megabyte, by the Rust tokenizer's batch encoder, in worker processes or in this one. Memory is
@@ -22,7 +23,7 @@ import numpy as np
 from tokenizers import Tokenizer
 from tqdm.auto import tqdm
 
-from bert_jax.data import prepared, text_sources
+from bert_jax.data import prepared_set, text_sources
 from bert_jax.data.sentences import split_sentences
 from bert_jax.errors import BertJaxError
 
@@ -33,11 +34,12 @@ CHUNK_CHARS = 1 << 20  # text per tokenising task: large enough to amortise the 
 PART_TOKENS = 1 << 24  # tokens per part file (32 MB of uint16): the memory bound of a job
 
 
-def prepare(sources: Sequence[text_sources.Source], tokenizer: Tokenizer, out: str, *,
-            documents: str = "file", sentence_per_line: bool = False, text_field: str = "text",
-            shard: int = 0, num_shards: int = 1, workers: int = 0,
-            part_tokens: int = PART_TOKENS) -> Optional[dict]:
-    """Prepare shard `shard` of `num_shards` of `sources` (all of them, in order) into `out`.
+def tokenize_shard(sources: Sequence[text_sources.Source], tokenizer: Tokenizer, out: str, *,
+                   documents: str = "file", sentence_per_line: bool = False,
+                   text_field: str = "text",
+                   shard: int = 0, num_shards: int = 1, workers: int = 0,
+                   part_tokens: int = PART_TOKENS) -> Optional[dict]:
+    """Tokenise shard `shard` of `num_shards` of `sources` (all of them, in order) into `out`.
 
     workers: tokenising processes; 0 tokenises here (the Rust encoder still uses every core).
     Returns the manifest when this job completed the set, else None. A finished shard is not
@@ -59,19 +61,19 @@ def prepare(sources: Sequence[text_sources.Source], tokenizer: Tokenizer, out: s
                   text_field=text_field, sources=len(sources),
                   source_names=[s.name for s in sources],
                   source_kinds=[s.kind for s in sources])
-    identity = dict(format_version=prepared.FORMAT_VERSION, num_shards=num_shards,
-                    vocab_hash=prepared.vocab_hash(tokenizer), params=params)
-    name = prepared.shard_dir_name(shard, num_shards)
+    identity = dict(format_version=prepared_set.FORMAT_VERSION, num_shards=num_shards,
+                    vocab_hash=prepared_set.vocab_hash(tokenizer), params=params)
+    name = prepared_set.shard_dir_name(shard, num_shards)
     final = os.path.join(out, name)
-    existing = prepared.shard_records(out)
+    existing = prepared_set.shard_records(out)
     other = next(iter(existing.values()), None)
     if other is not None and {k: other[k] for k in identity} != identity:
         raise BertJaxError(f"{os.path.join(out, other['name'])}: prepared with other "
                            f"parameters than this job (the shard's vs this job's: "
-                           f"{prepared.difference(other, identity)}); use another --out")
+                           f"{prepared_set.difference(other, identity)}); use another --out")
     if shard in existing:
         log.info("%s: already prepared", final)
-        return prepared.try_finish(out)
+        return prepared_set.try_finish(out)
     os.makedirs(out, exist_ok=True)
     _save_vocab(tokenizer, out)  # after the checks: a refused job changes nothing in `out`
 
@@ -82,7 +84,7 @@ def prepare(sources: Sequence[text_sources.Source], tokenizer: Tokenizer, out: s
         stats = _write_shard(mine, tokenizer, tmp, documents, sentence_per_line, text_field,
                              shard, num_shards, workers, part_tokens)
         record = dict(identity, name=name, **stats)
-        prepared.write_json(os.path.join(tmp, prepared.SHARD_RECORD), record)
+        prepared_set.write_json(os.path.join(tmp, prepared_set.SHARD_RECORD), record)
         try:
             os.rename(tmp, final)
         except OSError:  # another job prepared the same shard first: keep theirs
@@ -90,12 +92,12 @@ def prepare(sources: Sequence[text_sources.Source], tokenizer: Tokenizer, out: s
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return prepared.try_finish(out)
+    return prepared_set.try_finish(out)
 
 
 def _save_vocab(tokenizer: Tokenizer, out: str) -> None:
     """DIR/vocab/tokenizer.json, so that a run on the set needs no other vocabulary."""
-    directory = os.path.join(out, prepared.VOCAB)
+    directory = os.path.join(out, prepared_set.VOCAB)
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, "tokenizer.json")
     tmp = f"{path}.tmp-{os.getpid()}"
@@ -199,13 +201,13 @@ class _PartWriter:
             return
         columns = [np.concatenate([item[i] for item in self.buffer]) for i in range(4)]
         path = os.path.join(self.directory, f"part-{len(self.parts):05d}.arrow")
-        self.parts.append(prepared.write_part(path, *columns, self.id_type))
+        self.parts.append(prepared_set.write_part(path, *columns, self.id_type))
         self.buffer, self.buffered = [], 0
 
 
 def _write_shard(sources, tokenizer, directory, documents, sentence_per_line, text_field,
                  shard, num_shards, workers, part_tokens) -> dict:
-    id_type = prepared.token_type(tokenizer.get_vocab_size(with_added_tokens=True))
+    id_type = prepared_set.token_type(tokenizer.get_vocab_size(with_added_tokens=True))
     writer = _PartWriter(directory, id_type, part_tokens)
     started = time.time()
     documents_seen, last = 0, None

@@ -14,7 +14,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from bert_jax.errors import BertJaxError
-from bert_jax.training import multihost
+from bert_jax.runtime import multihost
 
 log = logging.getLogger(__name__)
 DATA = "data"
@@ -24,7 +24,7 @@ def initialize_distributed(coordinator_address=None, num_processes=None, process
                            initialization_timeout: int = 300, heartbeat_timeout: int = None,
                            prog: str = "bert-jax", say=None) -> None:
     """Join a multi-process run: the three explicit arguments, or JAX's detection on Slurm / TPU
-    (training/multihost.py keeps it from hanging: lost peers, a missing one, mismatches).
+    (runtime/multihost.py keeps it from hanging: lost peers, a missing one, mismatches).
 
     A plain single-process run (no arguments, no cluster environment) does nothing.
     """

@@ -4,7 +4,7 @@ Left to itself, a jax.distributed run whose peer dies fails in a collective with
 then waits in the coordination service's shutdown barrier and aborts with a C++ stack trace; a
 dead process 0 takes the service with it and aborts every other process at once. Here:
 
-- process 0 runs the service in a child process (training/coordinator.py), and JAX's own
+- process 0 runs the service in a child process (runtime/coordinator.py), and JAX's own
   heartbeat is set far longer than ours, so no process is aborted from C++;
 - a watchdog thread in every process beats into the service's key-value store and watches the
   others' beats: a process silent for `heartbeat_timeout` seconds, or one that announced its
@@ -70,7 +70,7 @@ def initialize(coordinator_address: str, num_processes: int, process_id: int,
     import jax
     from jax._src import distributed
 
-    from bert_jax.training import coordinator
+    from bert_jax.runtime import coordinator
     if heartbeat_timeout < 2 or initialization_timeout < 1:
         raise BertJaxError("heartbeat_timeout must be at least 2 s and initialization_timeout "
                            "at least 1 s")
@@ -249,7 +249,7 @@ def finish() -> None:
     jax.distributed.shutdown()  # still watched: a peer lost just now ends this process
     RUN.watchdog.stop()
     if RUN.coordinator is not None:
-        from bert_jax.training import coordinator
+        from bert_jax.runtime import coordinator
         coordinator.stop(RUN.coordinator)
     RUN.watchdog = None
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from bert_jax.data import batches, pair_plans
 from bert_jax.data.heldout import split_heldout
-from bert_jax.data.prepared import PreparedSet
+from bert_jax.data.prepared_set import PreparedSet
 from bert_jax.errors import BertJaxError
 
 log = logging.getLogger(__name__)
@@ -24,7 +24,7 @@ OBJECTIVES = ("mlm+nsp", "mlm")
 _HELDOUT = "heldout"  # the plan "epoch" of the held-out rows: drawn once, fixed for the run
 
 
-class PretrainingData:
+class PretrainingBatches:
     """Training batches and held-out rows of one objective over one prepared set."""
 
     def __init__(self, data: PreparedSet, specials: dict[str, int], *, objective: str,

@@ -4,11 +4,11 @@ jax.distributed runs the service inside process 0. When process 0 dies, every ot
 client sees the service vanish and aborts at once, with a page of C++ stack trace, before
 anything of ours can say which process was lost. Here process 0 starts the service as a child
 process instead (`start`), so a dead process 0 is noticed like any other: its heartbeats stop
-(training/multihost.py's watchdog). The child ends once its parent has ended and no client is
+(runtime/multihost.py's watchdog). The child ends once its parent has ended and no client is
 connected any more (or `grace` seconds after its parent died, whichever comes first), so a
 rerun can bind the port again.
 
-Run as `python -m bert_jax.training.coordinator PORT NUM_PROCESSES HEARTBEAT REGISTER GRACE`.
+Run as `python -m bert_jax.runtime.coordinator PORT NUM_PROCESSES HEARTBEAT REGISTER GRACE`.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def start(address: str, num_processes: int, heartbeat_timeout: int, register_tim
     port = address.rsplit(":", 1)[-1]
     log = tempfile.TemporaryFile("w+")  # not a pipe: nobody reads the service's later logs
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bert_jax.training.coordinator", port, str(num_processes),
+        [sys.executable, "-m", "bert_jax.runtime.coordinator", port, str(num_processes),
          str(heartbeat_timeout), str(register_timeout), str(grace)],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log, text=True,
         start_new_session=True)  # a Ctrl-C meant for the job is the job's to handle

@@ -1,0 +1,2 @@
+"""What a run needs from the machine: mesh and sharding, jax.distributed with its watchdog and
+coordinator, XLA options, the orbax checkpointer, metric writing and the named PRNG streams."""
