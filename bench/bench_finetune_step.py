@@ -72,8 +72,9 @@ class Ours:
             params = model.init(key, batch["input_ids"][:1])["params"]
             return steps.TrainState.create(apply_fn=model.apply, params=params, tx=tx)
 
-        loss = {"sequence": steps.sequence_loss, "token": steps.token_loss,
-                "span": steps.span_loss}[task]
+        from bert_jax import tasks
+        loss = {"sequence": tasks.classification.loss, "token": tasks.token_classification.loss,
+                "span": tasks.question_answering.loss}[task]
         self.state = jax.jit(init)(jax.random.key(0))
         self.batch = {k: jax.device_put(v) for k, v in batch.items()}
         self.key = jax.random.key(1)

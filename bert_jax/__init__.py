@@ -1,7 +1,7 @@
 """bert_jax: BERT in JAX/Flax Linen — model, pretraining, fine-tuning, Hugging Face conversion.
 
 Subpackages, lowest layer first (a module imports only from its own layer and those below):
-models/ops → models → data → checkpoints → training → inference → cli.
+models/ops → models → data → checkpoints → runtime → inference → tasks → training → cli.
 
 The names below load on first use (PEP 562), so that `bert_jax.data` alone — in a data
 preparation worker process, say — does not import JAX.

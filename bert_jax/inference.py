@@ -1,5 +1,6 @@
-"""Using a model: class probabilities per row, answers to questions, a tag per word, fill-mask
-top-k, sentence and token embeddings.
+"""Using a model: loading it with its tokenizer, lengths that fit it, batched jitted forward
+passes, fill-mask top-k, sentence and token embeddings. A fine-tuning task's own predictions
+(class probabilities, answers, tags) live with the task (bert_jax/tasks/), built on these.
 
 Every entry point takes a model path `load_pretrained` reads (our model dir, a Hugging Face dir,
 a pretraining workdir) or a fine-tuning workdir (its best model, WORKDIR/model).
@@ -16,11 +17,9 @@ import numpy as np
 
 from bert_jax.checkpoints import paths
 from bert_jax.checkpoints.model_dir import load_pretrained
-from bert_jax.data import batches, buckets, qa_answers, squad, tokenizer
-from bert_jax.data import token_classification as tagging
+from bert_jax.data import batches, buckets, tokenizer
 from bert_jax.errors import BertJaxError
-from bert_jax.models import (BertForMaskedLM, BertForQuestionAnswering,
-                             BertForSequenceClassification, BertForTokenClassification, BertModel)
+from bert_jax.models import BertForMaskedLM, BertModel
 from bert_jax.models.task_models import architecture_of
 from bert_jax.runtime import xla_options
 
@@ -85,7 +84,7 @@ def check_sizes(config, max_length: int, batch_size: int, pairs: bool = False) -
                            f"max_position_embeddings ({config.max_position_embeddings})")
 
 
-def _run_batched(fn, arrays: dict, batch_size: int):
+def run_batched(fn, arrays: dict, batch_size: int):
     """fn(batch) over every row in fixed-shape batches of max_length; padded rows dropped. fn may
     return a tuple of arrays (start and end logits): so does this. For question answering,
     whose n-best candidates are drawn over all max_length positions (as Hugging Face's)."""
@@ -100,53 +99,6 @@ def require_architecture(config, params, architecture: str, where: str = "") -> 
     if found != architecture:
         raise BertJaxError(f"model{' ' + where if where else ''}: is a {found}, this needs a "
                            f"{architecture}")
-
-
-def answer_questions(config, params, tok, questions: Sequence[str], contexts: Sequence[str],
-                     ids: Optional[Sequence[str]] = None, max_length: int = 384,
-                     doc_stride: int = 128, batch_size: int = 32, max_answer_length: int = 30,
-                     n_best: int = 20, version_2: bool = False,
-                     null_threshold: float = 0.0) -> list[dict]:
-    """The best span of each context for its question, as fine-tuning scores them: every
-    window of the context (data/squad.features), the n-best start ≤ end pairs of each
-    (data/qa_answers). One dict per question: id, answer, score (start + end logit), start,
-    end (character offsets into the context; "" and -1, -1 for no answer, SQuAD 2.0 only)."""
-    require_head(params, "qa_outputs")
-    check_sizes(config, max_length, batch_size, pairs=True)
-    ids = [str(i) for i in range(len(questions))] if ids is None else [str(i) for i in ids]
-    examples = [squad.QAExample(i, q, c, (), ()) for i, q, c in zip(ids, questions, contexts)]
-    squad.check_examples(examples, "input", training=False)
-    feats = squad.features(tok, examples, max_length, doc_stride, training=False,
-                           where="input")
-    inputs = {k: feats[k] for k in ("input_ids", "token_type_ids", "attention_mask")}
-    apply = functools.partial(jitted(_span_logits), config, jax.device_put(params))
-    start, end = _run_batched(apply, inputs, batch_size)
-    return qa_answers.best_answers(start, end, feats, examples, n_best, max_answer_length,
-                                   version_2, null_threshold)
-
-
-def tag_words(config, params, tok, sentences: Sequence[Sequence[str]], max_length: int = 128,
-              batch_size: int = 32) -> list[list[str]]:
-    """One tag per word of each sentence (words as given: CoNLL tokens), read at each word's
-    first piece; a sentence longer than max_length is tagged window by window, never cut."""
-    require_architecture(config, params, "BertForTokenClassification")
-    check_sizes(config, max_length, batch_size)
-    feats = tagging.encode(tok, sentences, max_length)
-    inputs = {k: feats[k] for k in ("input_ids", "token_type_ids", "attention_mask")}
-    apply = functools.partial(jitted(_token_logits), config, jax.device_put(params))
-    logits = buckets.run(apply, inputs, batch_size, per_position=True)
-    ids = tagging.word_predictions(logits, feats, len(sentences), [len(s) for s in sentences])
-    return [[config.id2label[int(i)] for i in row] for row in ids]
-
-
-def predict_proba(config, params, tok, texts: Sequence[str], pairs: Optional[Sequence[str]] = None,
-                  max_length: int = 128, batch_size: int = 32) -> np.ndarray:
-    """(N, num_labels) class probabilities of a BertForSequenceClassification."""
-    require_head(params, "classifier")
-    check_sizes(config, max_length, batch_size, pairs is not None)
-    arrays = tokenizer.encode_batch(tok, texts, pairs, max_length, pad=True)
-    apply = functools.partial(jitted(_class_probabilities), config, jax.device_put(params))
-    return buckets.run(apply, arrays, batch_size)
 
 
 def fill_mask(config, params, tok, text: str, top_k: int = 5) -> list[list[tuple[str, float]]]:
@@ -278,25 +230,6 @@ def tokens_of(tok, texts: Sequence[str], max_length: int = 128) -> list[list[str
 
 # -- the jitted forward passes: config (and options) static, parameters an argument ------
 
-def _class_probabilities(config, params, batch) -> jax.Array:
-    """(B, num_labels) softmax of a BertForSequenceClassification."""
-    logits = BertForSequenceClassification(config).apply(
-        {"params": params}, batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
-    return jax.nn.softmax(logits, -1)
-
-
-def _span_logits(config, params, batch):
-    """(start (B, L), end (B, L)) logits of a BertForQuestionAnswering."""
-    return BertForQuestionAnswering(config).apply(
-        {"params": params}, batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
-
-
-def _token_logits(config, params, batch) -> jax.Array:
-    """(B, L, num_labels) logits of a BertForTokenClassification."""
-    return BertForTokenClassification(config).apply(
-        {"params": params}, batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
-
-
 def _pooled(config, pooling: str, normalize: bool, layers, params, batch) -> jax.Array:
     """(B, F) [CLS] or mean-of-real-tokens vectors, or (B, L, F) with pooling "none", of a
     BertModel's last layer or of the hidden states `layers` concatenated. For [CLS] vectors
@@ -333,8 +266,7 @@ def _top_k(config, k: int, params, batch):
     return jax.lax.top_k(jax.nn.softmax(logits, -1), k)
 
 
-_STATIC = {_class_probabilities: (0,), _span_logits: (0,), _token_logits: (0,),
-           _pooled: (0, 1, 2, 3), _top_k: (0, 1)}  # hashable leading arguments
+_STATIC = {_pooled: (0, 1, 2, 3), _top_k: (0, 1)}  # hashable leading arguments
 
 
 @functools.cache
@@ -343,6 +275,6 @@ def jitted(fn):
     of the program (a compile per call, as slow as the model is big); as an argument one
     compile serves every model of a config and batch shape. Made on first use: the compiler
     options ask for the backend, which must not start at import (jax.distributed first)."""
-    return jax.jit(fn, static_argnums=_STATIC[fn],
+    return jax.jit(fn, static_argnums=_STATIC.get(fn, (0,)),  # a task's: (config, params, batch)
                    compiler_options=xla_options.forward("float32"))
 

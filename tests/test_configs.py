@@ -45,7 +45,7 @@ def test_missing_config_file():
 def test_shipped_finetune_configs_load(path):
     from bert_jax.training import finetune_config
     cfg = finetune_config.load_config(path, init="model", train_file="t", validation_file="v")
-    assert cfg.best_metric in finetune_config.TASK_METRICS[cfg.task]
+    assert cfg.best_metric in finetune_config.TASKS[cfg.task].metrics
 
 
 def test_squad_recipe_is_the_papers():
@@ -57,7 +57,15 @@ def test_squad_recipe_is_the_papers():
 
 
 def test_cli_tasks_are_the_configs():
-    from bert_jax.cli import jobs, use
+    """The config, the CLI and predict read the one table of tasks."""
+    from bert_jax import tasks
+    from bert_jax.cli import jobs
+    from bert_jax.cli.main import build_parser
     from bert_jax.training import finetune_config
-    assert jobs.TASKS is finetune_config.TASKS
-    assert set(use.PREDICT_TASKS) <= set(finetune_config.TASKS)
+    assert jobs.TASKS is finetune_config.TASKS is tasks.TASKS
+    commands = build_parser()._subparsers._group_actions[0].choices
+    choices = {name: next(a.choices for a in commands[name]._actions if a.dest == "task")
+               for name in ("finetune", "predict")}
+    assert choices == {"finetune": tuple(tasks.TASKS), "predict": tuple(tasks.predictable())}
+    assert tuple(tasks.predictable()) == ("sequence-classification", "question-answering",
+                                          "token-classification")

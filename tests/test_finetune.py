@@ -9,13 +9,14 @@ import shutil
 import numpy as np
 import pytest
 
-from bert_jax.data import classification as classification_data
+from bert_jax.tasks import classification as classification_data
+from bert_jax.tasks import tables
+from bert_jax.tasks.classification import classification_scores
 from bert_jax import cli
 from bert_jax.training import finetune as finetuner
 from bert_jax import inference
 from bert_jax.checkpoints import model_dir as pretrained
 from bert_jax.training.finetune_config import FinetuneConfig
-from bert_jax.training.scores import classification_scores
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FOODS = os.path.join(ROOT, "data", "fine_foods")
@@ -69,7 +70,7 @@ def test_scores_cover_every_row_and_the_best_epoch_is_kept(tiny, run):
     from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
     config_, params, tok = inference.load(str(workdir))
     rows = list(csv.DictReader(open(tiny / "val.csv", encoding="utf-8")))
-    probs = inference.predict_proba(config_, params, tok, [r["text"] for r in rows],
+    probs = classification_data.predict_proba(config_, params, tok, [r["text"] for r in rows],
                                     max_length=32, batch_size=16)
     labels = np.array([config_.id2label.index(r["label"]) for r in rows])
     preds = probs.argmax(-1)
@@ -77,7 +78,11 @@ def test_scores_cover_every_row_and_the_best_epoch_is_kept(tiny, run):
     assert ours["accuracy"] == pytest.approx(best["accuracy"]) == accuracy_score(labels, preds)
     assert ours["macro_f1"] == pytest.approx(f1_score(labels, preds, average="macro"))
     assert ours["mcc"] == pytest.approx(matthews_corrcoef(labels, preds))
-    assert result["test"]["accuracy"] == pytest.approx(best["accuracy"])
+    assert result.metrics["test"]["accuracy"] == pytest.approx(best["accuracy"])
+    # the job says what it did: no one needs to read the workdir to find out
+    assert result.metrics == saved and result.steps == saved["epochs"][-1]["step"] == 8
+    assert (result.model, result.export, result.checkpoints) == (
+        str(workdir / "model"), str(workdir / "export"), str(workdir / "checkpoints"))
 
 
 def test_export_predicts_like_transformers(tiny, run):
@@ -95,7 +100,7 @@ def test_export_predicts_like_transformers(tiny, run):
     with torch.no_grad():
         theirs = torch.softmax(hf.eval()(**enc).logits, -1).numpy()
     config_, params, tok = inference.load(str(workdir / "export"))
-    ours = inference.predict_proba(config_, params, tok, texts, max_length=32)
+    ours = classification_data.predict_proba(config_, params, tok, texts, max_length=32)
     np.testing.assert_array_equal(ours.argmax(-1), theirs.argmax(-1))
     np.testing.assert_allclose(ours, theirs, atol=1e-5)
 
@@ -116,14 +121,14 @@ def test_resume_from_an_epoch_end_matches_the_straight_run(tiny, run, tmp_path):
     workdir, result = run
     resumed = tmp_path / "resumed"
     shutil.copytree(workdir, resumed)
-    step = result["epochs"][0]["step"]  # epoch 1 ended here: drop all that came after
+    step = result.metrics["epochs"][0]["step"]  # epoch 1 ended here: drop all that came after
     for p in (resumed / "checkpoints").iterdir():
         if p.name.isdigit() and int(p.name) > step:
             shutil.rmtree(p)
-    (resumed / "epochs.json").write_text(json.dumps(result["epochs"][:1]))
+    (resumed / "epochs.json").write_text(json.dumps(result.metrics["epochs"][:1]))
     shutil.rmtree(resumed / "export")
     again = finetuner.finetune(config(tiny, test_file=str(tiny / "val.csv")), str(resumed))
-    assert again["epochs"] == result["epochs"]
+    assert again.metrics["epochs"] == result.metrics["epochs"]
     a = pretrained.load_model_dir(str(workdir / "model"))[1]
     b = pretrained.load_model_dir(str(resumed / "model"))[1]
     from flax import traverse_util
@@ -140,17 +145,17 @@ def test_label_maps_and_sentence_pairs(minilm_dir, tmp_path, caplog):
         {"a": "x", "b": None, "y": 2}, {"a": "birds fly", "b": "south", "y": 10}]))
     val = tmp_path / "val.csv"
     val.write_text("a,b,y\nfish swim,in water,2\nhello,there,10\n")
-    splits = classification_data.load_splits(files={"train": str(train), "validation": str(val)})
+    splits = tables.load_splits(files={"train": str(train), "validation": str(val)})
     with caplog.at_level("WARNING"):
-        names, data = classification_data.prepare(splits, tok, "a", "b", "y", 16)
+        names, data = classification_data.encode_splits(splits, tok, "a", "b", "y", 16)
     assert names == ("2", "10")  # integers sort numerically
     assert "skipped 1 of 4 rows with an empty 'a' or 'b' or 'y'" in caplog.text
     assert data["train"]["labels"].tolist() == [1, 0, 1] and data["validation"]["labels"].tolist() \
         == [0, 1]
     assert data["train"]["input_ids"].shape == (3, 16)
     assert data["train"]["token_type_ids"][0].tolist()[:8] == [0, 0, 0, 0, 0, 1, 1, 1]
-    splits = {"train": ("t", classification_data.read_table(str(val)))}
-    names, _ = classification_data.prepare(splits, tok, "a", "", "b", 16)  # strings sort as text
+    splits = {"train": ("t", tables.read_table(str(val)))}
+    names, _ = classification_data.encode_splits(splits, tok, "a", "", "b", 16)  # strings sort as text
     assert names == ("in water", "there")
 
 
@@ -193,6 +198,31 @@ def test_predict_refuses_null_texts(run, tmp_path, capsys):
            f"{nulls}: column 'text' is empty in 1 row(s), first at row 2")
 
 
+def test_finetune_from_python_validates_its_config(tmp_path):
+    """finetune() refuses an impossible config as pretrain() does, naming the field, before it
+    reads anything or makes the workdir."""
+    from bert_jax.errors import BertJaxError
+    work = tmp_path / "w"
+    with pytest.raises(BertJaxError, match=r"^config.init: a pretrained model"):
+        finetuner.finetune(FinetuneConfig(train_file="t.csv", validation_file="v.csv"), str(work))
+    with pytest.raises(BertJaxError, match=r"^config.epochs: expected an integer ≥ 1, got 0"):
+        finetuner.finetune(FinetuneConfig(init="m", train_file="t.csv", validation_file="v.csv",
+                                          epochs=0), str(work))
+    assert not work.exists()
+
+
+def test_checkpoints_in_another_directory(tiny, tmp_path):
+    """config.checkpoint_dir keeps the train states outside the workdir (storage that several
+    processes share); a second run resumes from there and finds every epoch done."""
+    cfg = config(tiny, epochs=1, checkpoint_dir=str(tmp_path / "states"))
+    result = finetuner.finetune(cfg, str(tmp_path / "w"))
+    assert result.checkpoints == str(tmp_path / "states") and result.steps == 4
+    assert "4" in os.listdir(tmp_path / "states")
+    assert not (tmp_path / "w" / "checkpoints").exists()
+    again = finetuner.finetune(cfg, str(tmp_path / "w"))
+    assert (again.steps, again.metrics["epochs"]) == (4, result.metrics["epochs"])
+
+
 def test_finetune_config_file_and_overrides(minilm_dir):
     from bert_jax.training import finetune_config
     from bert_jax.training import pretrain_config as train_config
@@ -221,7 +251,7 @@ def test_minilm_learns_fine_foods(minilm_dir, tmp_path):
     cfg = FinetuneConfig(init=minilm_dir, train_file=str(tmp_path / "train.csv"),
                          validation_file=str(tmp_path / "test.csv"), max_seq_length=32,
                          epochs=1, batch_size=16, learning_rate=1e-4, warmup_ratio=0.1)
-    result = finetuner.finetune(cfg, str(tmp_path / "run"))
+    result = finetuner.finetune(cfg, str(tmp_path / "run")).metrics
     great = sum(r[1] == "great" for r in test[1:201]) / 200
     prior = -(great * np.log(great) + (1 - great) * np.log(1 - great))  # loss of label frequencies
     # 50 steps lift the loss below what the label frequencies alone give; the full recipe (125

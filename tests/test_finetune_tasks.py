@@ -202,7 +202,7 @@ def test_multiple_choice_layouts(init, tmp_path):
     """Three endings and no start column (Social IQa's shape): (N, 3, L) pairs of the context
     and each ending alone."""
     from bert_jax.training.finetune_config import FinetuneConfig
-    from bert_jax.training.tasks import TASKS
+    from bert_jax.tasks import TASKS
     rows = "question,ending0,ending1,ending2,label\n" + "".join(
         f"what colour is the {t},red,blue,green,{i % 3}\n" for i, t in enumerate(fx.THINGS))
     (tmp_path / "t.csv").write_text(rows, encoding="utf-8")
@@ -211,8 +211,8 @@ def test_multiple_choice_layouts(init, tmp_path):
                          choice_context_column="question", choice_start_column="",
                          num_choices=3)
     tok = tokenizer.load(str(init / "init"))
-    prepared = TASKS["multiple-choice"].prepare(cfg, tok)
-    assert prepared.train["input_ids"].shape == (8, 3, 16)
-    assert list(prepared.train["labels"]) == [i % 3 for i in range(8)]
-    ids = prepared.train["input_ids"][0, 2]
+    task_data = TASKS["multiple-choice"].load(cfg, tok)
+    assert task_data.train["input_ids"].shape == (8, 3, 16)
+    assert list(task_data.train["labels"]) == [i % 3 for i in range(8)]
+    ids = task_data.train["input_ids"][0, 2]
     assert tok.decode([int(i) for i in ids if i]) == "what colour is the car green"

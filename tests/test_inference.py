@@ -9,6 +9,7 @@ import pytest
 
 from bert_jax import cli
 from bert_jax import inference
+from bert_jax.tasks import classification, token_classification
 
 TEXTS = ["The cat sat on the mat.", "Paris is the capital of France, and a large city.", "ok"]
 
@@ -178,9 +179,9 @@ def test_predict_proba_compiles_once_for_every_model_of_a_config(tiny):
 
     from bert_jax.models import BertForSequenceClassification
     config, tok, params_a, params_b = tiny
-    first = inference.predict_proba(config, params_a, tok, TINY_TEXTS, None, 16, 2)
+    first = classification.predict_proba(config, params_a, tok, TINY_TEXTS, None, 16, 2)
     with backend_compiles() as compiles:
-        second = inference.predict_proba(config, params_b, tok, TINY_TEXTS, None, 16, 2)
+        second = classification.predict_proba(config, params_b, tok, TINY_TEXTS, None, 16, 2)
     assert compiles == []  # other weights, same shapes: the compiled program is reused
     b = encoded(tok)
     for params, ours in ((params_a, first), (params_b, second)):
@@ -217,7 +218,7 @@ def test_library_errors_name_parameters_not_flags(tiny):
     from bert_jax.errors import BertJaxError
     config, tok, params, _ = tiny
     for call, needle in (
-            (lambda: inference.predict_proba(config, params, tok, TINY_TEXTS, None, 16, 0),
+            (lambda: classification.predict_proba(config, params, tok, TINY_TEXTS, None, 16, 0),
              "batch_size: expected an integer ≥ 1, got 0"),
             (lambda: inference.embed(config, params, tok, TINY_TEXTS, "cls", 2),
              "max_length: expected an integer ≥ 3, got 2"),
@@ -376,7 +377,7 @@ def test_bucketed_predictions_equal_the_padded_path_in_input_order(tiny):
     inputs = (b["input_ids"], b["token_type_ids"], b["attention_mask"])
     assert len(set(b["attention_mask"].sum(1))) > 5
     with backend_compiles() as compiles:
-        probs = inference.predict_proba(config, params, tok, texts, None, 24, 32)
+        probs = classification.predict_proba(config, params, tok, texts, None, 24, 32)
     plan = list(buckets.plan(b["attention_mask"].sum(1), 32, 24))
     assert {length for _, _, length in plan} == {16, 24}
     assert len(compiles) == 2  # one per bucket
@@ -400,7 +401,7 @@ def test_bucketed_predictions_equal_the_padded_path_in_input_order(tiny):
 def test_bucketed_word_tags_equal_the_padded_path(tiny):
     import jax
 
-    from bert_jax.data import token_classification as tagging
+    from bert_jax.tasks.token_classification import data as tagging
     from bert_jax.models import BertForTokenClassification
     config, tok, _, _ = tiny
     config = config.replace(id2label=("O", "B-X", "I-X", "B-Y"))
@@ -413,5 +414,5 @@ def test_bucketed_word_tags_equal_the_padded_path(tiny):
                                                  "attention_mask")))
     want = tagging.word_predictions(np.asarray(logits), feats, len(sentences),
                                     [len(s) for s in sentences])
-    tags = inference.tag_words(config, params, tok, sentences, 24, 3)
+    tags = token_classification.tag_words(config, params, tok, sentences, 24, 3)
     assert tags == [[config.id2label[int(i)] for i in row] for row in want]

@@ -6,7 +6,7 @@ import datasets
 import numpy as np
 import pytest
 
-from bert_jax.data import multiple_choice as mc
+from bert_jax.tasks import multiple_choice as mc
 from bert_jax.data.tokenizer import load
 from bert_jax.errors import BertJaxError
 

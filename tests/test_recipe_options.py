@@ -117,7 +117,7 @@ def test_the_phases_train_short_then_long_rows(pretrain_setup, tmp_path, monkeyp
     monkeypatch.setattr(PretrainingBatches, "train_batch", spy)
     final = pretrain.pretrain(cfg, str(tmp_path))
     assert shapes == [(0, 16), (1, 16), (2, 16), (3, 32), (4, 32), (5, 32)]
-    assert math.isfinite(final["mlm_accuracy"])
+    assert math.isfinite(final.metrics["mlm_accuracy"]) and final.steps == 6
 
 
 def test_rate_scale_is_the_learning_rate_times_the_scale():

@@ -10,8 +10,8 @@ import re
 import numpy as np
 import pytest
 
-from bert_jax.data import qa_answers, squad
-from bert_jax.data.squad import QAExample
+from bert_jax.tasks.question_answering import answers as qa_answers, data as squad
+from bert_jax.tasks.question_answering.data import QAExample
 from bert_jax.data.tokenizer import load
 from bert_jax.errors import BertJaxError
 

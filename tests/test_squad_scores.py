@@ -7,9 +7,9 @@ import string
 import numpy as np
 import pytest
 
-from bert_jax.data.squad import QAExample
+from bert_jax.tasks.question_answering.data import QAExample
 from bert_jax.errors import BertJaxError
-from bert_jax.training.squad_scores import exact_match, f1, normalize_answer, squad_scores
+from bert_jax.tasks.question_answering.scores import exact_match, f1, normalize_answer, squad_scores
 
 
 # -- the official evaluate-v2.0.py functions (SQuAD 2.0, CC BY-SA 4.0), as written there -------

@@ -8,10 +8,10 @@ import datasets
 import numpy as np
 import pytest
 
-from bert_jax.data import token_classification as tc
+from bert_jax.tasks.token_classification import data as tc
 from bert_jax.data.tokenizer import load
 from bert_jax.errors import BertJaxError
-from bert_jax.training import entity_scores as es
+from bert_jax.tasks.token_classification import scores as es
 
 
 @pytest.fixture(scope="module")

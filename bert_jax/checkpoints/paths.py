@@ -1,4 +1,5 @@
-"""What kind of directory a path is and where its vocabulary lives: the one place that knows.
+"""What kind of directory a path is, where its vocabulary lives, and the name of every file a
+workdir holds: the one place that knows.
 
   model directory (ours)   config.json + params/ (orbax) + vocabulary files
   Hugging Face directory   config.json + model.safetensors | model.safetensors.index.json |
@@ -26,6 +27,18 @@ EXPORT = "export"  # a workdir's Hugging Face export
 SAFETENSORS, SAFETENSORS_INDEX, TORCH_BIN = (
     "model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
 VOCAB_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+# the rest of a workdir (every job): its metrics as they are written
+METRICS_LOG = "metrics.jsonl"  # a line per logged step: train, held-out / validation metrics
+TENSORBOARD = "tensorboard"  # the same metrics as TensorBoard event files
+# a pretraining workdir
+TRAIN_CONFIG = "train_config.json"  # the PretrainConfig of the run
+TIME_BUDGET = "time_budget.json"  # the training time spent, for a time-budgeted run's resume
+# a fine-tuning workdir
+FINETUNE_CONFIG = "finetune_config.json"  # the FinetuneConfig of the run
+LABELS = "labels.json"  # the class / tag names, in the head's order
+EPOCHS = "epochs.json"  # validation scores per epoch (a resumed run skips these epochs)
+RESULT = "metrics.json"  # the best epoch's validation and test scores
+PREDICTIONS = "predictions.json"  # the best epoch's validation predictions (question answering)
 
 MODEL_DIR, HF_DIR = "model directory", "Hugging Face directory"
 PRETRAIN_WORKDIR, FINETUNE_WORKDIR = "pretraining workdir", "fine-tuning workdir"

@@ -10,7 +10,7 @@ import sys
 
 from bert_jax.cli import flags
 from bert_jax.errors import BertJaxError
-from bert_jax.training.finetune_config import TASKS  # imports no JAX: --help stays fast
+from bert_jax.tasks import DEFAULT, TASKS  # imports no JAX or datasets: --help stays fast
 
 
 def add_parsers(sub) -> None:
@@ -46,10 +46,9 @@ def add_parsers(sub) -> None:
                     "bert_jax/training/finetune_config.py)")
     flags.add_common(p)
     p.add_argument("--config", default=None, help="Python config file (configs/finetune_*.py)")
-    p.add_argument("--task", default=None, choices=TASKS,
-                   help="default sequence-classification; question-answering: SQuAD json or "
-                        "id/question/context/answers records; token-classification: CoNLL "
-                        "text or tokens/tags lists; multiple-choice: SWAG columns")
+    p.add_argument("--task", default=None, choices=tuple(TASKS),
+                   help=f"default {DEFAULT}; " + "; ".join(
+                       f"{name}: {task.about}" for name, task in TASKS.items()))
     p.add_argument("--init", default=None,
                    help="our model dir, a pretraining workdir or a Hugging Face BERT dir")
     p.add_argument("--dataset", nargs="+", metavar=("NAME", "CONFIG"), default=None,
@@ -123,15 +122,12 @@ def pretrain(args) -> int:
     name = os.path.splitext(os.path.basename(args.config))[0].removeprefix("pretrain_")
     workdir = args.workdir or os.path.join("runs", name)
     with _removed_on_bad_input(workdir, cfg.checkpoint_dir):
-        final, code = _run_job("pretrain", lambda: run_pretraining(cfg, workdir))
+        result, code = _run_job("pretrain", lambda: run_pretraining(cfg, workdir))
     if code:
         return code
-    if final:
-        from bert_jax.checkpoints.paths import latest_checkpoint_step
-        # fewer than cfg.steps when a budget ended it
-        steps = latest_checkpoint_step(workdir, cfg.checkpoint_dir)
-        print(f"done: {cfg.steps if steps is None else steps} steps in {workdir}; held-out "
-              f"{summary(final)}; Hugging Face export in {os.path.join(workdir, 'export')}")
+    if result.metrics:
+        print(f"done: {result.steps} steps in {workdir}; held-out {summary(result.metrics)}; "
+              f"Hugging Face export in {result.export}")
     return 0
 
 
@@ -177,35 +173,16 @@ def finetune(args) -> int:
         doc_stride=args.doc_stride, max_answer_length=args.max_answer_length,
         version_2_with_negative=args.version_2_with_negative)
     workdir = args.workdir or os.path.join("runs", "finetune")
-    with _removed_on_bad_input(workdir):
+    with _removed_on_bad_input(workdir, cfg.checkpoint_dir):
         result, code = _run_job("finetune", lambda: run_finetuning(cfg, workdir))
     if code:
         return code
+    task, scores = TASKS[cfg.task], result.metrics
     for split in ("validation", "test"):
-        if split in result:
-            print(f"{split} (epoch {result['best_epoch']}): {_summary(cfg.task, result[split])}")
-    extra = (f", answers in {os.path.join(workdir, 'predictions.json')}"
-             if cfg.task == "question-answering" else "")
-    print(f"best model: {os.path.join(workdir, paths.BEST_MODEL)} (bert_jax), "
-          f"{os.path.join(workdir, paths.EXPORT)} (Hugging Face); scores in "
-          f"{os.path.join(workdir, 'metrics.json')}{extra}")
+        if split in scores:
+            print(f"{split} (epoch {scores['best_epoch']}): {task.summary(scores[split])}")
+    extra = (f", predictions in {os.path.join(workdir, task.predictions_file)}"
+             if task.predictions_file else "")
+    print(f"best model: {result.model} (bert_jax), {result.export} (Hugging Face); scores in "
+          f"{os.path.join(workdir, paths.RESULT)}{extra}")
     return 0
-
-
-def _summary(task: str, r: dict) -> str:
-    """One line of the scores people report for `task`."""
-    if task == "question-answering":
-        line = f"{r['total']} questions: exact match {r['exact_match']:.2f}, F1 {r['f1']:.2f}"
-        if "HasAns_f1" in r:
-            line += f" (has answer F1 {r['HasAns_f1']:.2f}, no answer {r['NoAns_f1']:.2f})"
-        return line
-    if task == "token-classification":
-        line = f"{r['words']} words: accuracy {r['accuracy']:.4f}"
-        if "f1" in r:
-            line += (f", entity precision {r['precision']:.4f}, recall {r['recall']:.4f}, F1 "
-                     f"{r['f1']:.4f}")
-        return line
-    if task == "multiple-choice":
-        return f"{r['rows']} questions: accuracy {r['accuracy']:.4f}"
-    return (f"{r['rows']} rows: accuracy {r['accuracy']:.4f}, macro-F1 {r['macro_f1']:.4f}, "
-            f"MCC {r['mcc']:.4f}")

@@ -7,27 +7,21 @@ import os
 import re
 import sys
 
+from bert_jax import tasks  # imports no JAX or datasets: --help stays fast
+from bert_jax.tasks import tables
 from bert_jax.cli import flags
 from bert_jax.errors import BertJaxError
-
-_FRAME_TYPES = (".csv", ".tsv", ".json", ".jsonl", ".parquet")
-_CONLL_TYPES = (".conll", ".txt", ".iob", ".bio", ".tsv")
-PREDICT_TASKS = ("sequence-classification", "question-answering", "token-classification")
+from bert_jax.tasks.task import PredictRequest
 
 
 def add_parsers(sub) -> None:
     p = sub.add_parser(
         "predict", help="class probabilities per row, an answer per question or a tag per word",
-        description="sequence-classification: a row per input row with predicted_label and "
-                    "probabilities. question-answering: input rows with question and context "
-                    "(and optionally id); a jsonl line each with answer, score (start + end "
-                    "logit), start, end (character offsets into the context). "
-                    "token-classification: CoNLL text (a word per line, first column) or "
-                    "jsonl with a list of words per row; writes a tag per word, as CoNLL "
-                    "lines (word, tag) or jsonl (tokens, tags) by the output's extension.")
+        description=" ".join(f"{name}: {task.predict.about}."
+                             for name, task in tasks.predictable().items()))
     flags.add_common(p)
     p.add_argument("model", help="fine-tuned model dir (ours or Hugging Face) or finetune workdir")
-    p.add_argument("--task", default=None, choices=PREDICT_TASKS,
+    p.add_argument("--task", default=None, choices=tuple(tasks.predictable()),
                    help="default: the task the model was fine-tuned for (its architecture)")
     p.add_argument("--input", required=True, help="csv / tsv / json / jsonl / parquet / txt; "
                                                   "CoNLL text for token classification")
@@ -86,14 +80,6 @@ def add_parsers(sub) -> None:
     p.set_defaults(run=embed)
 
 
-def _read_texts(path: str, text_column: str, pair_column: str):
-    from bert_jax.data import classification as data
-    table = data.read_table(path)
-    data.check_columns(table, path, [text_column] + ([pair_column] if pair_column else []))
-    texts = data.texts_of(table, text_column, path)
-    return table, texts, data.texts_of(table, pair_column, path) if pair_column else None
-
-
 def _fit_length(args, config, tok, texts, pairs) -> int:
     from bert_jax import inference
     length, warnings = inference.fit_length(config, tok, texts, pairs, args.max_seq_length,
@@ -110,118 +96,26 @@ def _warn(command: str, warnings) -> None:
 
 
 def predict(args) -> None:
+    """The task of the model (or --task) reads the input and writes its predictions."""
     from bert_jax import inference
-    from bert_jax.checkpoints import atomic
+    from bert_jax.checkpoints import atomic, paths
     from bert_jax.models.task_models import architecture_of
-    from bert_jax.training.tasks import TASKS
-    atomic.check_output_file(args.output, tuple(dict.fromkeys(_FRAME_TYPES + _CONLL_TYPES)),
-                             args.input)
+    every_type = tuple(dict.fromkeys(
+        ext for task in tasks.predictable().values() for ext in task.predict.output_types))
+    atomic.check_output_file(args.output, every_type, args.input)
     config, params, tok = inference.load(args.model)
-    task_of = {t.architecture: name for name, t in TASKS.items() if name in PREDICT_TASKS}
-    task = args.task or task_of.get(architecture_of(params, config), "sequence-classification")
-    if task == "question-answering":
-        return _predict_answers(args, config, params, tok)
-    if task == "token-classification":
-        return _predict_tags(args, config, params, tok)
-    atomic.check_output_file(args.output, _FRAME_TYPES, args.input)
-    from bert_jax.checkpoints import paths
-    inference.require_head(params, "classifier", paths.model_path(args.model))
-    inference.require_architecture(config, params, "BertForSequenceClassification",
-                                   paths.model_path(args.model))
-    if args.max_seq_length is None:
-        args.max_seq_length = 128
-    table, texts, pairs = _read_texts(args.input, args.text_column, args.text_pair_column)
-    length = _fit_length(args, config, tok, texts, pairs)
-    probs = inference.predict_proba(config, params, tok, texts, pairs, length, args.batch_size)
-    frame = table.to_pandas()
-    frame["predicted_label"] = [config.id2label[i] for i in probs.argmax(-1)]
-    frame["probability"] = probs.max(-1)
-    for i, label in enumerate(config.id2label):
-        frame[f"probability_{label}"] = probs[:, i]
-    with atomic.atomic_file(args.output) as tmp:
-        _write_frame(frame, tmp)
-    counts = frame["predicted_label"].value_counts().to_dict()
-    print(f"wrote {len(frame)} predictions to {args.output}: "
-          + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
-
-
-def _model_length(args, config, default: int) -> int:
-    """--max-seq-length (or `default`), clamped to the model's positions with one warning:
-    windowed tasks truncate nothing, so there is no count of truncated texts."""
-    from bert_jax import inference
-    length, warnings = inference.clamp_length(config, args.max_seq_length or default)
-    _warn(args.command, warnings)
-    return length
-
-
-def _predict_answers(args, config, params, tok) -> None:
-    from bert_jax import inference
-    from bert_jax.checkpoints import atomic, paths
-    from bert_jax.data import classification as data
-    atomic.check_output_file(args.output, (".jsonl",), args.input)
-    inference.require_head(params, "qa_outputs", paths.model_path(args.model))
-    table = data.read_table(args.input)
-    data.check_columns(table, args.input, ["question", "context"])
-    questions = data.texts_of(table, "question", args.input)
-    contexts = data.texts_of(table, "context", args.input)
-    ids = data.texts_of(table, "id", args.input) if "id" in table.column_names else None
-    answers = inference.answer_questions(
-        config, params, tok, questions, contexts, ids, _model_length(args, config, 384),
-        args.doc_stride, args.batch_size, args.max_answer_length,
-        version_2=args.version_2_with_negative, null_threshold=args.null_score_threshold)
-    with atomic.atomic_file(args.output) as tmp, open(tmp, "w", encoding="utf-8") as f:
-        for a in answers:
-            row = {"id": a["id"]} if ids is not None else {}
-            row.update(answer=a["answer"], score=a["score"], start=a["start"], end=a["end"])
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
-    empty = sum(not a["answer"] for a in answers)
-    print(f"wrote {len(answers)} answers to {args.output}"
-          + (f" ({empty} without an answer)" if empty else ""))
-
-
-def _predict_tags(args, config, params, tok) -> None:
-    from bert_jax import inference
-    from bert_jax.checkpoints import atomic, paths
-    from bert_jax.data import classification as data
-    from bert_jax.data import token_classification as tagging
-    out_ext = os.path.splitext(args.output)[1].lower()
-    atomic.check_output_file(args.output, (".jsonl",) + _CONLL_TYPES, args.input)
-    inference.require_architecture(config, params, "BertForTokenClassification",
-                                   paths.model_path(args.model))
-    if os.path.splitext(args.input)[1].lower() in (".jsonl", ".json", ".parquet"):
-        table = data.read_table(args.input)
-        data.check_columns(table, args.input, [args.tokens_column])
-        sentences = [list(map(str, row)) for row in table[args.tokens_column]]
-        bad = next((i for i, row in enumerate(sentences) if not row), None)
-        if bad is not None:
-            raise BertJaxError(f"{args.input}: row {bad + 1}: column {args.tokens_column!r} "
-                               f"has no words")
-    else:
-        sentences, _ = tagging.read_conll(args.input, tags=False)
-    tags = inference.tag_words(config, params, tok, sentences, _model_length(args, config, 128),
-                               args.batch_size)
-    with atomic.atomic_file(args.output) as tmp, open(tmp, "w", encoding="utf-8") as f:
-        for words, row in zip(sentences, tags):
-            if out_ext == ".jsonl":
-                f.write(json.dumps({"tokens": words, "tags": row}, ensure_ascii=False) + "\n")
-            else:
-                f.write("".join(f"{w}\t{t}\n" for w, t in zip(words, row)) + "\n")
-    print(f"wrote {sum(map(len, tags))} tags for {len(tags)} sentences to {args.output}")
-
-
-def _write_frame(frame, path: str) -> None:
-    ext = os.path.splitext(path)[1].lower()
-    if ext in (".csv", ".tsv"):
-        frame.to_csv(path, index=False, sep="\t" if ext == ".tsv" else ",")
-    elif ext == ".jsonl":
-        frame.to_json(path, orient="records", lines=True, force_ascii=False)
-    elif ext == ".json":
-        frame.to_json(path, orient="records", force_ascii=False)
-    elif ext == ".parquet":
-        frame.to_parquet(path, index=False)
-    else:
-        raise BertJaxError(f"{path}: unknown output type {ext or '(none)'}; expected .csv, "
-                           f".tsv, .json, .jsonl or .parquet")
+    task = (tasks.TASKS[args.task] if args.task
+            else tasks.of_architecture(architecture_of(params, config)))
+    request = PredictRequest(
+        model=paths.model_path(args.model), input=args.input, output=args.output,
+        max_seq_length=args.max_seq_length, batch_size=args.batch_size,
+        text_column=args.text_column, text_pair_column=args.text_pair_column,
+        tokens_column=args.tokens_column, doc_stride=args.doc_stride,
+        max_answer_length=args.max_answer_length,
+        version_2_with_negative=args.version_2_with_negative,
+        null_score_threshold=args.null_score_threshold)
+    print(task.predict.run(request, config, params, tok,
+                           lambda warnings: _warn(args.command, warnings)))
 
 
 def fill_mask(args) -> None:
@@ -240,7 +134,7 @@ def fill_mask(args) -> None:
         raise BertJaxError("--output: required with --input (a FILE.jsonl)")
     atomic.check_output_file(args.output, (".jsonl",), args.input)
     config, params, tok = inference.load(args.model, head="predictions")
-    _, texts, _ = _read_texts(args.input, args.text_column, "")
+    _, texts, _ = tables.read_texts(args.input, args.text_column, "")
     limit = config.max_position_embeddings
     _, warnings = inference.fit_length(config, tok, texts, None, limit, args.batch_size)
     predictions = inference.fill_masks(config, params, tok, texts, args.top_k, args.batch_size,
@@ -283,7 +177,7 @@ def embed(args) -> None:
     config, params, tok = inference.load(args.model)
     if layers is not None:
         inference.check_layers(config, layers)
-    _, texts, _ = _read_texts(args.input, args.text_column, "")
+    _, texts, _ = tables.read_texts(args.input, args.text_column, "")
     length = _fit_length(args, config, tok, texts, None)
     vectors = inference.embed(config, params, tok, texts, args.pooling, length,
                               args.batch_size, args.normalize, layers=layers)

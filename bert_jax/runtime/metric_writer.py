@@ -11,6 +11,8 @@ import time
 import numpy as np
 from flax import traverse_util
 
+from bert_jax.checkpoints import paths
+
 log = logging.getLogger("bert_jax")
 
 
@@ -22,11 +24,11 @@ class MetricWriter:
 
     def __init__(self, workdir: str, enabled: bool = True):
         self.enabled = enabled
-        self.path = os.path.join(workdir, "metrics.jsonl")
+        self.path = os.path.join(workdir, paths.METRICS_LOG)
         self.tb = None
         if enabled:
             from tensorboardX import SummaryWriter
-            self.tb = SummaryWriter(os.path.join(workdir, "tensorboard"))
+            self.tb = SummaryWriter(os.path.join(workdir, paths.TENSORBOARD))
 
     def write(self, step: int, split: str, values: dict[str, float]) -> None:
         if not self.enabled:
@@ -50,7 +52,7 @@ def _json_number(v):
 
 
 def read_metrics(workdir: str) -> list[dict]:
-    path = os.path.join(workdir, "metrics.jsonl")
+    path = os.path.join(workdir, paths.METRICS_LOG)
     if not os.path.isfile(path):
         return []
     with open(path, encoding="utf-8") as f:

@@ -1,4 +1,4 @@
-"""The fine-tuning job: a pretrained encoder + a fresh task head (training/tasks.py), trained
+"""The fine-tuning job: a pretrained encoder + a fresh task head (bert_jax/tasks), trained
 epoch by epoch with the shared skeleton, scored on validation after each epoch; the best epoch
 is kept.
 
@@ -31,15 +31,17 @@ from bert_jax.errors import BertJaxError
 from bert_jax.runtime import multihost, sharding
 from bert_jax.runtime.metric_writer import parameter_table
 from bert_jax.training import loop, optim, run, steps
+from bert_jax.training import finetune_config
 from bert_jax.training.finetune_config import FinetuneConfig, optimizer_settings
-from bert_jax.training.tasks import TASKS, EvalSplit
+from bert_jax.tasks import DEFAULT, TASKS
+from bert_jax.tasks.task import EvalSplit
 
 log = logging.getLogger("bert_jax")
-PREDICTIONS = "predictions.json"
 
 
-def finetune(cfg: FinetuneConfig, workdir: str) -> dict:
-    """Fine-tune for cfg.epochs; returns metrics.json's content."""
+def finetune(cfg: FinetuneConfig, workdir: str) -> run.JobResult:
+    """Fine-tune for cfg.epochs; the result's metrics are metrics.json's content."""
+    cfg = finetune_config.validate(cfg)  # also when called from Python, not the CLI
     main = jax.process_index() == 0
     for name in ("batch_size", "eval_batch_size"):
         sharding.check_batch_size(getattr(cfg, name), name=name)
@@ -53,26 +55,27 @@ def finetune(cfg: FinetuneConfig, workdir: str) -> dict:
         raise BertJaxError(f"config.max_seq_length: {cfg.max_seq_length} exceeds the model's "
                            f"max_position_embeddings ({config.max_position_embeddings})")
     task = TASKS[cfg.task]
-    prepared = task.prepare(cfg, tok)
-    if "validation" not in prepared.evals:
+    task_data = task.load(cfg, tok)
+    if "validation" not in task_data.evals:
         raise BertJaxError(f"dataset {cfg.dataset}: has no labelled validation split")
-    best_metric = prepared.best_metric(cfg.best_metric)
-    names = prepared.names
+    best_metric = task_data.best_metric(cfg.best_metric)
+    names = task_data.names
     config = task.configure(config, names)
-    multihost.check_same_launch(launch_items(cfg, config, tok, prepared.train))
+    multihost.check_same_launch(launch_items(cfg, config, tok, task_data.train))
     _check_workdir(workdir, cfg, names, main)
     # logged only now: a refused input or workdir is then the one line on stderr
     log.info("%s rows: %s", cfg.task, ", ".join(
-        [f"train {len(prepared.train['input_ids'])}"]
-        + [f"{split} {len(e.inputs['input_ids'])}" for split, e in prepared.evals.items()]))
+        [f"train {len(task_data.train['input_ids'])}"]
+        + [f"{split} {len(e.inputs['input_ids'])}" for split, e in task_data.evals.items()]))
 
-    train = prepared.train
+    train = task_data.train
     per_epoch = batches.steps_per_epoch(train, cfg.batch_size)
     total = per_epoch * cfg.epochs
     settings = optimizer_settings(cfg, total)
     schedule = optim.learning_rate_schedule(settings.learning_rate, settings.warmup_steps, total)
     model = task.model(config, jnp.dtype(cfg.dtype), remat=cfg.remat)
-    with run.run_context(workdir, cfg.seed, cfg.keep_checkpoints, cfg.checkpoint_every) as ctx:
+    with run.run_context(workdir, cfg.seed, cfg.keep_checkpoints, cfg.checkpoint_every,
+                         cfg.checkpoint_dir) as ctx:
         state = run.init_state(ctx, model, optim.make_optimizer(settings, schedule),
                                seq_len=cfg.max_seq_length, seed=cfg.seed,
                                pretrained=init_params, source=cfg.init,
@@ -83,8 +86,8 @@ def finetune(cfg: FinetuneConfig, workdir: str) -> dict:
                  parameter_table(sharding.fetch(state.params)))
         step_fn = run.jit_train_step(ctx, steps.make_finetune_step(schedule, task.loss),
                                      cfg.remat, cfg.dtype)
-        logits_fn = run.jit_eval(ctx, steps.classification_logits)
-        history = _read_json(os.path.join(workdir, "epochs.json"), [])
+        logits_fn = run.jit_eval(ctx, steps.task_logits)
+        history = _read_json(os.path.join(workdir, paths.EPOCHS), [])
         pc, pi = jax.process_count(), jax.process_index()
         best_params = None
         for epoch in range(len(history), cfg.epochs):
@@ -96,7 +99,7 @@ def finetune(cfg: FinetuneConfig, workdir: str) -> dict:
                 desc=f"finetune epoch {epoch + 1}/{cfg.epochs}", postfix=("loss", "accuracy"),
                 on_nonfinite=cfg.on_nonfinite)
             step = int(sharding.fetch(state.step))
-            scores, predictions = score(ctx, logits_fn, state, prepared.evals["validation"],
+            scores, predictions = score(ctx, logits_fn, state, task_data.evals["validation"],
                                         cfg.eval_batch_size)
             ctx.writer.write(step, "validation", scores)
             log.info("epoch %d validation: %s", epoch + 1, _fmt(scores, task.headline))
@@ -107,16 +110,17 @@ def finetune(cfg: FinetuneConfig, workdir: str) -> dict:
                                              best_params, paths.vocab_files(cfg.init),
                                              overwrite=True, architecture=task.architecture)
                     if predictions is not None:
-                        atomic.write_json(os.path.join(workdir, PREDICTIONS), predictions)
+                        atomic.write_json(os.path.join(workdir, task.predictions_file),
+                                          predictions)
             history.append(dict(scores, epoch=epoch + 1, step=step))
             if main:
-                atomic.write_json(os.path.join(workdir, "epochs.json"), history)
+                atomic.write_json(os.path.join(workdir, paths.EPOCHS), history)
             ctx.checkpointer.save(step, state, force=ctx.checkpointer.latest_step() != step)
         ctx.checkpointer.wait()
         if best_params is None:  # every epoch ran before a resume: the best is on disk
             best_params = model_dir.load_model_dir(os.path.join(workdir, paths.BEST_MODEL))[1]
         return _final(ctx, cfg, task, best_metric, config, names, history, best_params, state,
-                      logits_fn, prepared.evals)
+                      logits_fn, task_data.evals)
 
 
 def launch_items(cfg: FinetuneConfig, config, tok, train: dict) -> dict[str, str]:
@@ -132,7 +136,7 @@ def launch_items(cfg: FinetuneConfig, config, tok, train: dict) -> dict[str, str
 
 
 def _final(ctx, cfg, task, best_metric, config, names, history, best_params, state, logits_fn,
-           evals) -> dict:
+           evals) -> run.JobResult:
     """Test scores of the best epoch, metrics.json, and the Hugging Face export."""
     best = max(history, key=lambda h: h[best_metric])  # first of equals, as kept above
     result = {"task": cfg.task, **{k: best[k] for k in task.headline if k in best},
@@ -144,10 +148,12 @@ def _final(ctx, cfg, task, best_metric, config, names, history, best_params, sta
                                   cfg.eval_batch_size)
         log.info("test (epoch %d): %s", best["epoch"], _fmt(result["test"], task.headline))
     if ctx.is_main:
-        atomic.write_json(os.path.join(ctx.workdir, "metrics.json"), result)
+        atomic.write_json(os.path.join(ctx.workdir, paths.RESULT), result)
         save_hf(os.path.join(ctx.workdir, paths.EXPORT), config, best_params,
                 paths.vocab_files(cfg.init), overwrite=True, architecture=task.architecture)
-    return result
+    return run.JobResult(ctx.workdir, int(sharding.fetch(state.step)), result,
+                         os.path.join(ctx.workdir, paths.BEST_MODEL),
+                         os.path.join(ctx.workdir, paths.EXPORT), ctx.checkpointer.directory)
 
 
 def score(ctx, logits_fn, state, split: EvalSplit, batch_size: int) -> tuple[dict, object]:
@@ -161,11 +167,11 @@ def score(ctx, logits_fn, state, split: EvalSplit, batch_size: int) -> tuple[dic
 
 def _check_workdir(workdir, cfg, names, main):
     """A workdir holds one task: refuse to resume a run of another task or label map."""
-    path = os.path.join(workdir, "labels.json")
+    path = os.path.join(workdir, paths.LABELS)
     saved = _read_json(path, None)
-    resuming = os.path.isdir(paths.checkpoint_dir(workdir))
-    saved_task = _read_json(os.path.join(workdir, "finetune_config.json"), {}).get(
-        "task", "sequence-classification")
+    resuming = os.path.isdir(paths.checkpoint_dir(workdir, cfg.checkpoint_dir))
+    saved_task = _read_json(os.path.join(workdir, paths.FINETUNE_CONFIG), {}).get(
+        "task", DEFAULT)
     if resuming and saved is not None and saved_task != cfg.task:
         raise BertJaxError(f"{workdir}: holds a {saved_task} run, this is {cfg.task}; use a new "
                            f"workdir")
@@ -174,7 +180,7 @@ def _check_workdir(workdir, cfg, names, main):
                            f"{', '.join(names)}; use a new workdir")
     if main:
         atomic.write_json(path, list(names))
-        atomic.write_json(os.path.join(workdir, "finetune_config.json"), dataclasses.asdict(cfg))
+        atomic.write_json(os.path.join(workdir, paths.FINETUNE_CONFIG), dataclasses.asdict(cfg))
 
 
 def _read_json(path, default):

@@ -1,4 +1,4 @@
-"""FinetuneConfig: one fine-tuning run (any task of training/tasks.py), saved beside its checkpoints.
+"""FinetuneConfig: one fine-tuning run (any task of bert_jax/tasks), saved beside its checkpoints.
 
 A config file's `get_config()` returns one; `FIELD=VALUE` overrides and keyword changes (the
 `bert-jax finetune` flags) override fields. The optimisation fields match PretrainConfig's, so
@@ -11,24 +11,15 @@ import dataclasses
 import typing
 
 from bert_jax.errors import BertJaxError
+from bert_jax.tasks import DEFAULT, TASKS
 from bert_jax.training import config_files
-
-# task → the validation metrics that can pick the kept epoch; the first is the default
-TASK_METRICS = {
-    "sequence-classification": ("mcc", "accuracy", "macro_f1"),
-    "question-answering": ("f1", "exact_match"),
-    "token-classification": ("f1", "accuracy", "precision", "recall"),  # f1: chunk tags only
-    "multiple-choice": ("accuracy",),
-}
-TASKS = tuple(TASK_METRICS)
 
 
 @dataclasses.dataclass(frozen=True)
 class FinetuneConfig:
     """Everything one fine-tuning run needs."""
 
-    task: str = "sequence-classification"  # | question-answering | token-classification |
-    #           multiple-choice
+    task: str = DEFAULT  # a name in bert_jax.tasks.TASKS (`bert-jax finetune --help` lists them)
     # model
     init: str = ""  # our model dir, a pretraining workdir or a Hugging Face dir (required)
     dtype: str = "float32"  # computation dtype: float32 | bfloat16 (params stay float32)
@@ -79,6 +70,7 @@ class FinetuneConfig:
     log_every: int = 10  # steps between train metric logs
     checkpoint_every: int = 100  # steps between checkpoints (and at every epoch end)
     keep_checkpoints: int = 2
+    checkpoint_dir: str = ""  # "" = WORKDIR/checkpoints; several processes need one they share
 
     def replace(self, **changes) -> "FinetuneConfig":
         return dataclasses.replace(self, **changes)
@@ -100,13 +92,14 @@ def validate(cfg: FinetuneConfig) -> FinetuneConfig:
                            "log_every", "checkpoint_every", "keep_checkpoints",
                            "max_answer_length", "n_best", "num_choices"),
         non_negative=("seed", "doc_stride"),
-        choices={"task": TASKS, "dtype": ("float32", "bfloat16"), "optimizer": ("adamw", "lamb"),
+        choices={"task": tuple(TASKS), "dtype": ("float32", "bfloat16"),
+                 "optimizer": ("adamw", "lamb"),
                  "on_nonfinite": config_files.NONFINITE_POLICIES},
         fractions=("warmup_ratio",), positive=("learning_rate", "adam_eps", "max_grad_norm"))
     if cfg.num_choices < 2:
         raise BertJaxError(f"config.num_choices: expected at least 2 endings to choose from, "
                            f"got {cfg.num_choices}")
-    metrics = TASK_METRICS[cfg.task]
+    metrics = TASKS[cfg.task].metrics
     if cfg.best_metric and cfg.best_metric not in metrics:
         raise BertJaxError(f"config.best_metric: expected one of {', '.join(metrics)} for "
                            f"{cfg.task}, got {cfg.best_metric!r}")

@@ -22,7 +22,8 @@ def mlm(logits, ids, weights) -> dict[str, tuple]:
 
 
 def classification(logits, labels, prefix: str, weights=None) -> dict[str, tuple]:
-    """Softmax classification (NSP or a sequence task): logits (B, C), labels (B,).
+    """Softmax classification (NSP): logits (B, C), labels (B,); a task's own loss lives with
+    the task (bert_jax/tasks).
 
     `weights` (B,) zeroes padded rows of a last, partial evaluation batch.
     """
@@ -32,31 +33,6 @@ def classification(logits, labels, prefix: str, weights=None) -> dict[str, tuple
     n = weights.sum()
     return {f"{prefix}_loss": ((ce * weights).sum(), n),
             f"{prefix}_accuracy": ((correct * weights).sum(), n)}
-
-
-def token_classification(logits, labels) -> dict[str, tuple]:
-    """Per-position tagging: logits (B, L, C), labels (B, L) with -100 where nothing is scored
-    (special tokens, padding, a word's later pieces). Averaged over scored positions."""
-    weights = (labels >= 0).astype(jnp.float32)
-    safe = jnp.maximum(labels, 0)
-    ce = optax.softmax_cross_entropy_with_integer_labels(logits, safe)  # (B, L)
-    correct = (jnp.argmax(logits, -1) == safe).astype(jnp.float32)
-    n = weights.sum()
-    return {"loss": ((ce * weights).sum(), n), "accuracy": ((correct * weights).sum(), n)}
-
-
-def span(start_logits, end_logits, start_positions, end_positions) -> dict[str, tuple]:
-    """Span extraction as BERT's run_squad: the mean of the start and end cross-entropies.
-
-    Logits (B, L), positions (B,) (0, the [CLS] token, for no answer in the window); accuracy
-    counts rows whose start and end are both right.
-    """
-    ce = (optax.softmax_cross_entropy_with_integer_labels(start_logits, start_positions)
-          + optax.softmax_cross_entropy_with_integer_labels(end_logits, end_positions)) / 2
-    correct = ((jnp.argmax(start_logits, -1) == start_positions)
-               & (jnp.argmax(end_logits, -1) == end_positions)).astype(jnp.float32)
-    n = jnp.float32(start_positions.shape[0])
-    return {"loss": (ce.sum(), n), "accuracy": (correct.sum(), n)}
 
 
 def total_loss(values: dict) -> dict:

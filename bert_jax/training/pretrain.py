@@ -32,8 +32,9 @@ from bert_jax.training import (initial_params, loop, losses, optim, pretrain_con
 log = logging.getLogger("bert_jax")
 
 
-def pretrain(cfg: pretrain_config.PretrainConfig, workdir: str) -> dict[str, float]:
-    """Pretrain to cfg.steps; returns the final held-out metrics."""
+def pretrain(cfg: pretrain_config.PretrainConfig, workdir: str) -> run.JobResult:
+    """Pretrain to cfg.steps (or the time budget); the result's metrics are the final held-out
+    ones."""
     cfg = pretrain_config.validate(cfg)  # also when called from Python, not the CLI
     sharding.check_batch_size(cfg.batch_size, cfg.grad_accum_steps)  # before any slow work
     pretrained = check_inputs(cfg, workdir)  # init_from's params, read once (None: none)
@@ -103,7 +104,8 @@ def pretrain(cfg: pretrain_config.PretrainConfig, workdir: str) -> dict[str, flo
         ctx.checkpointer.wait()
         if main:
             _export(workdir, config, state)
-    return final
+    return run.JobResult(workdir, step, final, workdir, os.path.join(workdir, paths.EXPORT),
+                         ctx.checkpointer.directory)
 
 
 def learning_rate_schedule(cfg: pretrain_config.PretrainConfig):
@@ -238,7 +240,7 @@ def _check_workdir(workdir, cfg, config, main):
     if main:
         with atomic.atomic_file(path) as tmp:
             config.to_json_file(tmp, architectures=["BertForPreTraining"])
-        atomic.write_json(os.path.join(workdir, "train_config.json"), dataclasses.asdict(cfg))
+        atomic.write_json(os.path.join(workdir, paths.TRAIN_CONFIG), dataclasses.asdict(cfg))
 
 
 def launch_items(cfg, config: BertConfig, tok, data: dict) -> dict[str, str]:

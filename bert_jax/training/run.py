@@ -29,6 +29,19 @@ from bert_jax.training.loop import StopRequest
 log = logging.getLogger("bert_jax")
 
 
+@dataclasses.dataclass(frozen=True)
+class JobResult:
+    """What a training job did, for its caller (the CLI's last lines, a script), so that no one
+    re-reads the workdir to find out."""
+
+    workdir: str
+    steps: int  # train steps taken in all (fewer than configured when a time budget ended it)
+    metrics: dict  # pretraining: the final held-out metrics; fine-tuning: metrics.json's content
+    model: str  # what load_pretrained reads: the pretraining workdir, the fine-tuned best model
+    export: str  # the Hugging Face export (written by process 0)
+    checkpoints: str  # the orbax checkpoint directory
+
+
 @dataclasses.dataclass
 class RunContext:
     """What every part of a running job shares."""

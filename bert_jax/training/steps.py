@@ -178,23 +178,7 @@ def make_pretrain_eval_step(spec: masking.MaskingSpec,
     return eval_step
 
 
-def sequence_loss(logits, batch: dict) -> dict:
-    """Sequence classification and multiple choice: cross-entropy of (B, C) logits."""
-    metrics = losses.classification(logits, batch["labels"], "cls")
-    return {"loss": metrics["cls_loss"], "accuracy": metrics["cls_accuracy"]}
-
-
-def token_loss(logits, batch: dict) -> dict:
-    """Token classification: (B, L, C) logits against labels (B, L), -100 ignored."""
-    return losses.token_classification(logits, batch["labels"])
-
-
-def span_loss(logits, batch: dict) -> dict:
-    """Question answering: (start, end) logits against start_positions / end_positions."""
-    return losses.span(*logits, batch["start_positions"], batch["end_positions"])
-
-
-def make_finetune_step(schedule: Callable, task_loss: Callable = sequence_loss):
+def make_finetune_step(schedule: Callable, task_loss: Callable):
     """finetune_step(state, batch, key): the task model's loss, one update.
 
     `batch`: input_ids, token_type_ids, attention_mask ((B, L), or (B, C, L) for multiple
@@ -220,7 +204,7 @@ def make_finetune_step(schedule: Callable, task_loss: Callable = sequence_loss):
     return finetune_step
 
 
-def classification_logits(state: TrainState, batch: dict):
+def task_logits(state: TrainState, batch: dict):
     """Eval: the task model's float32 logits, no dropout ((B, C); (B, L, C) for tags; a
     (start, end) pair of (B, L) for spans); metrics are computed on the host from these."""
     return state.apply_fn({"params": state.params}, batch["input_ids"], batch["token_type_ids"],

@@ -18,12 +18,12 @@ import time
 import jax
 import numpy as np
 
-from bert_jax.checkpoints import atomic
+from bert_jax.checkpoints import atomic, paths
 from bert_jax.training import optim
 
 log = logging.getLogger("bert_jax")
 
-FILE = "time_budget.json"
+FILE = paths.TIME_BUDGET
 
 
 class Clock:

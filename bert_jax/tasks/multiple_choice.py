@@ -1,15 +1,20 @@
-"""Multiple-choice rows (SWAG) → (N, C, L) pairs of context and each candidate ending."""
+"""Multiple choice (SWAG): rows → (N, C, L) pairs of context and each candidate ending, scored
+by accuracy; the loss and scores are sequence classification's over the C endings."""
 
 from __future__ import annotations
 
 import logging
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
-import datasets
 import numpy as np
 
-from bert_jax.data import classification, tokenizer
+from bert_jax.data import tokenizer
 from bert_jax.errors import BertJaxError
+from bert_jax.tasks import classification, tables
+from bert_jax.tasks.task import Task, TaskData, require_train, split_files
+
+if TYPE_CHECKING:
+    import datasets
 
 log = logging.getLogger(__name__)
 
@@ -20,7 +25,7 @@ def load_splits(dataset: str = "", dataset_config: str = "", files: Optional[dic
                 ) -> dict[str, tuple[str, datasets.Dataset]]:
     """{split: (name for messages, Dataset)} from csv/tsv/json/jsonl/parquet files ({split:
     path}) or a hub dataset (swag, config "regular")."""
-    return classification.load_splits(dataset, dataset_config, files)
+    return tables.load_splits(dataset, dataset_config, files)
 
 
 def _is_empty(value) -> bool:
@@ -51,8 +56,8 @@ def encode(tok, table: datasets.Dataset, where: str, max_length: int,
     if len(endings) < 2:
         raise BertJaxError(f"ending_columns: expected at least two candidate endings, got "
                            f"{endings}")
-    classification.check_columns(table, where, [context_column] +
-                                 ([start_column] if start_column else []) + endings)
+    tables.check_columns(table, where, [context_column] +
+                         ([start_column] if start_column else []) + endings)
     contexts = _texts(table, context_column, where)
     starts = _texts(table, start_column, where) if start_column else [""] * len(table)
     candidates = [_texts(table, column, where) for column in endings]
@@ -90,3 +95,28 @@ def _labels(values: list, where: str, column: str, choices: int) -> Optional[np.
             raise BertJaxError(f"{where}: row {row}: column {column!r} is {i}; expected the "
                                f"right ending's index 0..{choices - 1}")
     return np.asarray(ids, np.int32)
+
+
+def load(cfg, tok) -> TaskData:
+    splits = load_splits(cfg.dataset, cfg.dataset_config, split_files(cfg))
+    require_train(splits)
+    data = {}
+    for split, (where, table) in splits.items():
+        arrays = encode(tok, table, where, cfg.max_seq_length, cfg.choice_context_column,
+                        cfg.choice_start_column, [f"ending{i}" for i in range(cfg.num_choices)])
+        if "labels" not in arrays:  # encode has warned: not scored
+            if split == "train":
+                raise BertJaxError(f"{where}: has no labels to train on (column 'label')")
+            continue
+        data[split] = arrays
+    return TaskData((), data["train"], classification.class_evals(data), TASK.metrics)
+
+
+def summary(r: dict) -> str:
+    return f"{r['rows']} questions: accuracy {r['accuracy']:.4f}"
+
+
+TASK = Task(
+    name="multiple-choice", architecture="BertForMultipleChoice", loss=classification.loss,
+    load=load, metrics=("accuracy",), headline=("accuracy",), summary=summary,
+    about="SWAG columns (a context, a start and num_choices endings)")

@@ -12,7 +12,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from bert_jax.data.token_classification import split_tag
+from bert_jax.tasks.token_classification.data import split_tag
 from bert_jax.errors import BertJaxError
 
 SCHEMES = ("IOB2", "IOBES")

@@ -11,14 +11,17 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
-import datasets
 import numpy as np
 
-from bert_jax.data import classification, text_files
+from bert_jax.data import text_files
 from bert_jax.data.tokenizer import _restore
 from bert_jax.errors import BertJaxError
+from bert_jax.tasks import tables
+
+if TYPE_CHECKING:
+    import datasets
 
 COLUMNS = ("id", "question", "context", "answers")
 _ENCODE_CHUNK = 1000  # examples per encode_batch call: bounds the Encoding objects alive at once
@@ -55,12 +58,12 @@ def read_examples(path: str) -> list[QAExample]:
             return [_example(r, path, i) for i, r in enumerate(data)]
         raise BertJaxError(f"{path}: expected SQuAD JSON (a top-level 'data' list) or a list "
                            f"of records with fields {', '.join(COLUMNS)}")
-    return examples_from_table(classification.read_table(path), path)
+    return examples_from_table(tables.read_table(path), path)
 
 
 def examples_from_table(table: datasets.Dataset, where: str) -> list[QAExample]:
     """Rows in the `squad` / `squad_v2` layout (a hub split or a local table) → examples."""
-    classification.check_columns(table, where, COLUMNS)
+    tables.check_columns(table, where, COLUMNS)
     columns = {c: table[c] for c in COLUMNS}
     return [_example({c: columns[c][i] for c in COLUMNS}, where, i) for i in range(len(table))]
 
@@ -70,7 +73,7 @@ def load_splits(dataset: str, dataset_config: str, files: dict[str, str]
     """{split: (name for messages, examples)} from a hub dataset (only the splits named in
     `files`, when given) or, when dataset is "", from {split: path} local files."""
     if dataset:
-        splits = classification.load_splits(dataset, dataset_config, files or None)
+        splits = tables.load_splits(dataset, dataset_config, files or None)
         return {split: (where, examples_from_table(table, where))
                 for split, (where, table) in splits.items()}
     return {split: (path, read_examples(path)) for split, path in (files or {}).items() if path}

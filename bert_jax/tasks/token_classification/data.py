@@ -10,14 +10,18 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
-import datasets
 import numpy as np
 
-from bert_jax.data import classification, text_files
+from bert_jax.data import text_files
 from bert_jax.data.tokenizer import _restore
 from bert_jax.errors import BertJaxError
+from bert_jax.tasks import tables
+from bert_jax.tasks.classification import label_key
+
+if TYPE_CHECKING:
+    import datasets
 
 log = logging.getLogger(__name__)
 
@@ -74,17 +78,18 @@ def load_splits(dataset: str = "", dataset_config: str = "", files: Optional[dic
     repair_iob1: a split tagged IOB1 (the original CoNLL-2003 files start entities with I-)
     is rewritten as IOB2, with a warning, because strict IOB2 scoring ignores I- starts.
     """
+    import datasets
     if dataset:
-        tables = classification.load_splits(dataset, dataset_config, files)
+        read = tables.load_splits(dataset, dataset_config, files)
     else:
-        tables = {}
+        read = {}
         for split, path in (files or {}).items():
             if path and os.path.splitext(path)[1].lower() not in _TABLE_TYPES:
-                tables[split] = (path, read_conll(path))
+                read[split] = (path, read_conll(path))
             elif path:
-                tables[split] = (path, classification.read_table(path))
+                read[split] = (path, tables.read_table(path))
     out = {}
-    for split, (where, table) in tables.items():
+    for split, (where, table) in read.items():
         if isinstance(table, datasets.Dataset):
             sentences, tags = _rows(table, where, tokens_column, tags_column)
         else:
@@ -97,7 +102,8 @@ def load_splits(dataset: str = "", dataset_config: str = "", files: Optional[dic
 
 def _rows(table: datasets.Dataset, where: str, tokens_column: str, tags_column: str
           ) -> tuple[list[list[str]], list[list[str]]]:
-    classification.check_columns(table, where, [tokens_column, tags_column])
+    import datasets
+    tables.check_columns(table, where, [tokens_column, tags_column])
     inner = getattr(table.features[tags_column], "feature", None)
     class_label = inner if isinstance(inner, datasets.ClassLabel) else None
     sentences, tags, empty = [], [], 0
@@ -136,7 +142,7 @@ def _cells(value, where: str, row: int, column: str, class_label) -> list[str]:
                 raise BertJaxError(f"{where}: row {row}: column {column!r} has tag id {v} at "
                                    f"word {i + 1}; expected 0..{class_label.num_classes - 1}")
             v = class_label.int2str(int(v))
-        out.append(classification.label_key(v))
+        out.append(label_key(v))
     return out
 
 

@@ -1,22 +1,24 @@
-"""Labelled text → fixed-shape classification examples: files or a `datasets` hub name in,
-(input_ids, token_type_ids, attention_mask, labels) numpy columns and the label map out.
+"""Labelled tables for every task: local files (csv, tsv, json, jsonl, parquet; txt, one text a
+line, for inference) or a `datasets` hub name, read into `datasets.Dataset`s.
 
-Local files: csv, tsv, json, jsonl, parquet (and txt, one text a line, for inference). Bad input
-is refused in one line naming the file and column; rows with an empty text or label are dropped
-with a counted warning, so every metric covers exactly the rows it says.
+Bad input is refused in one line naming the file and column; rows with an empty cell are dropped
+with a counted warning, so every metric covers exactly the rows it says. `datasets` is imported
+on first use: it takes a second, and the task table must stay cheap to read.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
-import datasets
 import numpy as np
 
-from bert_jax.data import text_files, tokenizer
+from bert_jax.data import text_files
 from bert_jax.errors import BertJaxError
+
+if TYPE_CHECKING:
+    import datasets
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +30,7 @@ def read_table(path: str) -> datasets.Dataset:
     """One local file as a Dataset; a .txt file gives one row per non-empty line, column text."""
     if not os.path.isfile(path):
         raise BertJaxError(f"{path}: file not found")
+    import datasets
     ext = os.path.splitext(path)[1].lower()
     if ext == ".txt":
         lines = [line for line in text_files.read_utf8(path).split("\n") if line.strip()]
@@ -75,6 +78,7 @@ def load_splits(dataset: str = "", dataset_config: str = "", files: Optional[dic
                 ) -> dict[str, tuple[str, datasets.Dataset]]:
     """{split: (name for messages, Dataset)} from a hub dataset or {split: path} local files."""
     if dataset:
+        import datasets
         try:
             loaded = datasets.load_dataset(dataset, dataset_config or None)
         except Exception as e:
@@ -118,77 +122,9 @@ def drop_empty(table: datasets.Dataset, where: str, columns: Sequence[str]) -> d
     return table
 
 
-def label_key(value) -> str:
-    """Labels as strings for the map: 1, 1.0 and "1" are the same label."""
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    return str(value)
-
-
-def label_names(table: datasets.Dataset, column: str) -> tuple[str, ...]:
-    """The training labels in a fixed order: a ClassLabel's names, else sorted (numerically
-    when every label is an integer)."""
-    feature = table.features[column]
-    if isinstance(feature, datasets.ClassLabel):
-        return tuple(feature.names)
-    keys = sorted({label_key(v) for v in table[column]})
-    if all(k.lstrip("-").isdigit() for k in keys):
-        keys.sort(key=int)
-    return tuple(keys)
-
-
-def label_ids(table: datasets.Dataset, column: str, names: Sequence[str], where: str) -> np.ndarray:
-    """(N,) int32 ids of a split's labels; a label the training split never had is refused."""
-    feature = table.features[column]
-    values = table[column]
-    if isinstance(feature, datasets.ClassLabel):
-        values = [feature.int2str(v) if v >= 0 else None for v in values]
-    index = {name: i for i, name in enumerate(names)}
-    keys = [None if v is None else label_key(v) for v in values]
-    unknown = sorted({k for k in keys if k not in index}, key=str)
-    if unknown:
-        count = sum(k not in index for k in keys)
-        shown = ", ".join(repr(k) for k in unknown[:3]) + (" …" if len(unknown) > 3 else "")
-        raise BertJaxError(f"{where}: column {column!r} has label(s) {shown} ({count} rows) that "
-                           f"the training data never has (training labels: {', '.join(names)})")
-    return np.array([index[k] for k in keys], np.int32)
-
-
-def is_unlabelled(table: datasets.Dataset, column: str) -> bool:
-    """Hub test splits (GLUE) carry ClassLabel -1 everywhere: no labels to score against."""
-    feature = table.features.get(column)
-    return isinstance(feature, datasets.ClassLabel) and all(v < 0 for v in table[column])
-
-
-def encode(tok, table: datasets.Dataset, text_column: str, pair_column: str, max_length: int,
-           where: str) -> dict[str, np.ndarray]:
-    """(N, max_length) int32 input_ids, token_type_ids, attention_mask of a split."""
-    texts = texts_of(table, text_column, where)
-    pairs = texts_of(table, pair_column, where) if pair_column else None
-    return tokenizer.encode_batch(tok, texts, pairs, max_length, pad=True)
-
-
-def prepare(splits: dict, tok, text_column: str, pair_column: str, label_column: str,
-            max_length: int) -> tuple[tuple[str, ...], dict[str, dict[str, np.ndarray]]]:
-    """(label names, {split: columns with labels}); the label map comes from `train`."""
-    columns = [text_column] + ([pair_column] if pair_column else [])
-    cleaned = {}
-    for split, (where, table) in splits.items():
-        check_columns(table, where, columns + [label_column])
-        if split != "train" and is_unlabelled(table, label_column):
-            log.warning("%s: has no labels (all -1); not scored", where)
-            continue
-        cleaned[split] = (where, drop_empty(table, where, columns + [label_column]))
-    if "train" not in cleaned:
-        raise BertJaxError("splits: no training data (a train file, or a dataset with a train "
-                           "split, is needed)")
-    names = label_names(cleaned["train"][1], label_column)
-    if len(names) < 2:
-        raise BertJaxError(f"{cleaned['train'][0]}: column {label_column!r} has one label "
-                           f"({names[0]}); classification needs at least two")
-    out = {}
-    for split, (where, table) in cleaned.items():
-        arrays = encode(tok, table, text_column, pair_column, max_length, where)
-        arrays["labels"] = label_ids(table, label_column, names, where)
-        out[split] = arrays
-    return names, out
+def read_texts(path: str, text_column: str, pair_column: str):
+    """(table, texts, pairs or None) of an input file's text columns, every row kept."""
+    table = read_table(path)
+    check_columns(table, path, [text_column] + ([pair_column] if pair_column else []))
+    texts = texts_of(table, text_column, path)
+    return table, texts, texts_of(table, pair_column, path) if pair_column else None

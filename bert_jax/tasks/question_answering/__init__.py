@@ -1,0 +1,142 @@
+"""Span question answering (SQuAD v1.1 / v2.0), in one place: `data` reads examples and cuts
+windows, `answers` turns span logits back into answers, `scores` is the official exact match /
+F1 over whole examples (not windows); here are the loss, the Task and `predict`'s answers.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from typing import Optional, Sequence
+
+from bert_jax.checkpoints import atomic, paths
+from bert_jax.tasks import tables
+from bert_jax.tasks.question_answering import answers, data
+from bert_jax.tasks.question_answering.scores import squad_scores
+from bert_jax.tasks.task import (INPUTS, EvalSplit, PredictRequest, Predictor, Task, TaskData,
+                                 inputs_of, require_train, split_files)
+
+log = logging.getLogger("bert_jax")
+
+
+def load(cfg, tok) -> TaskData:
+    splits = data.load_splits(cfg.dataset, cfg.dataset_config, split_files(cfg))
+    require_train(splits)
+    for split, (where, examples) in splits.items():
+        data.check_examples(examples, where, training=split == "train")
+    version_2 = cfg.version_2_with_negative or any(
+        not e.answers for _, examples in splits.values() for e in examples)
+    if version_2 and not cfg.version_2_with_negative:
+        log.info("some questions have no answer: scoring as SQuAD 2.0")
+    train, evals = None, {}
+    for split, (where, examples) in splits.items():
+        feats = data.features(tok, examples, cfg.max_seq_length, cfg.doc_stride,
+                              training=split == "train", where=where)
+        if split == "train":
+            train = {k: feats[k] for k in INPUTS + ("start_positions", "end_positions")}
+            continue
+
+        def score(logits, feats=feats, examples=examples):
+            found = answers.best_answers(logits[0], logits[1], feats, examples, cfg.n_best,
+                                         cfg.max_answer_length, version_2,
+                                         cfg.null_score_threshold)
+            predictions = {a["id"]: a["answer"] for a in found}
+            scores = squad_scores(predictions, examples)
+            scores["windows"] = len(feats["input_ids"])
+            return scores, predictions
+        evals[split] = EvalSplit(inputs_of(feats), score)
+    return TaskData((), train, evals, TASK.metrics)
+
+
+def loss(logits, batch: dict) -> dict:
+    """BERT's run_squad loss: the mean of the start and end cross-entropies of the (start, end)
+    logits (B, L) against start_positions / end_positions (B,) (0, the [CLS] token, for no
+    answer in the window); accuracy counts rows whose start and end are both right."""
+    import jax.numpy as jnp
+    import optax
+    start_logits, end_logits = logits
+    start, end = batch["start_positions"], batch["end_positions"]
+    ce = (optax.softmax_cross_entropy_with_integer_labels(start_logits, start)
+          + optax.softmax_cross_entropy_with_integer_labels(end_logits, end)) / 2
+    correct = ((jnp.argmax(start_logits, -1) == start)
+               & (jnp.argmax(end_logits, -1) == end)).astype(jnp.float32)
+    n = jnp.float32(start.shape[0])
+    return {"loss": (ce.sum(), n), "accuracy": (correct.sum(), n)}
+
+
+def summary(r: dict) -> str:
+    line = f"{r['total']} questions: exact match {r['exact_match']:.2f}, F1 {r['f1']:.2f}"
+    if "HasAns_f1" in r:
+        line += f" (has answer F1 {r['HasAns_f1']:.2f}, no answer {r['NoAns_f1']:.2f})"
+    return line
+
+
+# -- predict -----------------------------------------------------------------------------------
+
+def answer_questions(config, params, tok, questions: Sequence[str], contexts: Sequence[str],
+                     ids: Optional[Sequence[str]] = None, max_length: int = 384,
+                     doc_stride: int = 128, batch_size: int = 32, max_answer_length: int = 30,
+                     n_best: int = 20, version_2: bool = False,
+                     null_threshold: float = 0.0) -> list[dict]:
+    """The best span of each context for its question, as fine-tuning scores them: every
+    window of the context (data.features), the n-best start ≤ end pairs of each (answers). One
+    dict per question: id, answer, score (start + end logit), start, end (character offsets
+    into the context; "" and -1, -1 for no answer, SQuAD 2.0 only)."""
+    import jax
+
+    from bert_jax import inference
+    inference.require_head(params, "qa_outputs")
+    inference.check_sizes(config, max_length, batch_size, pairs=True)
+    ids = [str(i) for i in range(len(questions))] if ids is None else [str(i) for i in ids]
+    examples = [data.QAExample(i, q, c, (), ()) for i, q, c in zip(ids, questions, contexts)]
+    data.check_examples(examples, "input", training=False)
+    feats = data.features(tok, examples, max_length, doc_stride, training=False, where="input")
+    apply = functools.partial(inference.jitted(_span_logits), config, jax.device_put(params))
+    start, end = inference.run_batched(apply, inputs_of(feats), batch_size)
+    return answers.best_answers(start, end, feats, examples, n_best, max_answer_length,
+                                version_2, null_threshold)
+
+
+def _span_logits(config, params, batch):
+    """(start (B, L), end (B, L)) logits of a BertForQuestionAnswering."""
+    from bert_jax.models import BertForQuestionAnswering
+    return BertForQuestionAnswering(config).apply(
+        {"params": params}, batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
+
+
+def _predict(request: PredictRequest, config, params, tok, warn) -> str:
+    """A jsonl line per input row (question, context, optionally id): answer, score, start, end."""
+    from bert_jax import inference
+    atomic.check_output_file(request.output, (".jsonl",), request.input)
+    inference.require_head(params, "qa_outputs", request.model)
+    table = tables.read_table(request.input)
+    tables.check_columns(table, request.input, ["question", "context"])
+    questions = tables.texts_of(table, "question", request.input)
+    contexts = tables.texts_of(table, "context", request.input)
+    ids = tables.texts_of(table, "id", request.input) if "id" in table.column_names else None
+    length, warnings = inference.clamp_length(config, request.max_seq_length or 384)
+    warn(warnings)
+    found = answer_questions(
+        config, params, tok, questions, contexts, ids, length, request.doc_stride,
+        request.batch_size, request.max_answer_length,
+        version_2=request.version_2_with_negative, null_threshold=request.null_score_threshold)
+    with atomic.atomic_file(request.output) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        for a in found:
+            row = {"id": a["id"]} if ids is not None else {}
+            row.update(answer=a["answer"], score=a["score"], start=a["start"], end=a["end"])
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    empty = sum(not a["answer"] for a in found)
+    return (f"wrote {len(found)} answers to {request.output}"
+            + (f" ({empty} without an answer)" if empty else ""))
+
+
+TASK = Task(
+    name="question-answering", architecture="BertForQuestionAnswering", loss=loss, load=load,
+    metrics=("f1", "exact_match"), headline=("exact_match", "f1"), summary=summary,
+    about="SQuAD json or id/question/context/answers records", id2label=("start", "end"),
+    predictions_file=paths.PREDICTIONS,
+    predict=Predictor(_predict, (".jsonl",),
+                      "input rows with question and context (and optionally id); a jsonl "
+                      "line each with answer, score (start + end logit), start, end "
+                      "(character offsets into the context)"))
