@@ -109,7 +109,8 @@ def loss_of(out, batch):
     if qa:  # BERT run_squad's: mean of the two cross-entropies
         return (F.cross_entropy(out.start_logits, batch["start_positions"])
                 + F.cross_entropy(out.end_logits, batch["end_positions"])) / 2
-    logits = out.logits  # mean over labelled positions (-100 ignored), as tasks.token_classification.loss
+    # mean over labelled positions (-100 ignored), as tasks.token_classification.loss
+    logits = out.logits
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch["labels"].reshape(-1),
                            ignore_index=tagging.IGNORE)
 

@@ -155,7 +155,8 @@ def test_label_maps_and_sentence_pairs(minilm_dir, tmp_path, caplog):
     assert data["train"]["input_ids"].shape == (3, 16)
     assert data["train"]["token_type_ids"][0].tolist()[:8] == [0, 0, 0, 0, 0, 1, 1, 1]
     splits = {"train": ("t", tables.read_table(str(val)))}
-    names, _ = classification_data.encode_splits(splits, tok, "a", "", "b", 16)  # strings sort as text
+    # strings sort as text
+    names, _ = classification_data.encode_splits(splits, tok, "a", "", "b", 16)
     assert names == ("in water", "there")
 
 

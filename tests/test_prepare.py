@@ -160,7 +160,8 @@ def test_a_shard_of_other_parameters_is_refused(tmp_path):
         assert message.startswith(f"{shard0}: prepared with other parameters than this job "
                                   f"(the shard's vs this job's: {difference}")
         assert message.endswith("); use another --out")
-    assert _files(os.path.join(out, prepared_set.VOCAB)) == vocab  # the refused jobs changed nothing
+    # the refused jobs changed nothing
+    assert _files(os.path.join(out, prepared_set.VOCAB)) == vocab
     assert sorted(os.listdir(out)) == ["shard-00000-of-00002", "vocab"]  # nor made a manifest
     # a shard of other parameters copied in beside it is refused when the set is opened
     tokenize_shard(sources, tok, str(tmp_path / "lines"), shard=1, num_shards=2, **LINES)

@@ -8,9 +8,9 @@ import re
 import sys
 
 from bert_jax import tasks  # imports no JAX or datasets: --help stays fast
-from bert_jax.tasks import tables
 from bert_jax.cli import flags
 from bert_jax.errors import BertJaxError
+from bert_jax.tasks import tables
 from bert_jax.tasks.task import PredictRequest
 
 

@@ -1,3 +1,3 @@
-"""Data: text files → tokenizer → sentences → pretraining examples; masking (pure, jittable);
-batches (a pure function of (seed, step)); length buckets for inference; labelled
-classification data."""
+"""Data for pretraining: text sources → tokenizer → sentences → a tokenised, prepared set on disk
+→ a step's rows (sentence pairs or packed rows) → masking (pure, jittable); batches of in-memory
+data (a pure function of (seed, step)); length buckets for inference."""

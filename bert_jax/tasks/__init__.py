@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from bert_jax.tasks import (classification, multiple_choice, question_answering,
-                            token_classification)
+from bert_jax.tasks import classification, multiple_choice, question_answering, token_classification
 from bert_jax.tasks.task import Task
 
 TASKS: dict[str, Task] = {task.name: task for task in (

@@ -19,7 +19,7 @@ from bert_jax.checkpoints import atomic
 from bert_jax.data import tokenizer
 from bert_jax.errors import BertJaxError
 from bert_jax.tasks import tables
-from bert_jax.tasks.task import (EvalSplit, PredictRequest, Predictor, Task, TaskData, inputs_of,
+from bert_jax.tasks.task import (EvalSplit, Predictor, PredictRequest, Task, TaskData, inputs_of,
                                  split_files)
 
 if TYPE_CHECKING:

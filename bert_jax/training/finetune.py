@@ -30,11 +30,10 @@ from bert_jax.data.prepared_set import vocab_hash
 from bert_jax.errors import BertJaxError
 from bert_jax.runtime import multihost, sharding
 from bert_jax.runtime.metric_writer import parameter_table
-from bert_jax.training import loop, optim, run, steps
-from bert_jax.training import finetune_config
-from bert_jax.training.finetune_config import FinetuneConfig, optimizer_settings
 from bert_jax.tasks import DEFAULT, TASKS
 from bert_jax.tasks.task import EvalSplit
+from bert_jax.training import finetune_config, loop, optim, run, steps
+from bert_jax.training.finetune_config import FinetuneConfig, optimizer_settings
 
 log = logging.getLogger("bert_jax")
 

@@ -14,7 +14,7 @@ from bert_jax.checkpoints import atomic, paths
 from bert_jax.tasks import tables
 from bert_jax.tasks.question_answering import answers, data
 from bert_jax.tasks.question_answering.scores import squad_scores
-from bert_jax.tasks.task import (INPUTS, EvalSplit, PredictRequest, Predictor, Task, TaskData,
+from bert_jax.tasks.task import (INPUTS, EvalSplit, Predictor, PredictRequest, Task, TaskData,
                                  inputs_of, require_train, split_files)
 
 log = logging.getLogger("bert_jax")

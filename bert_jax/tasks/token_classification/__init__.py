@@ -14,9 +14,9 @@ from typing import Optional, Sequence
 from bert_jax.checkpoints import atomic
 from bert_jax.errors import BertJaxError
 from bert_jax.tasks import tables
-from bert_jax.tasks.token_classification import data, scores
-from bert_jax.tasks.task import (INPUTS, EvalSplit, PredictRequest, Predictor, Task, TaskData,
+from bert_jax.tasks.task import (INPUTS, EvalSplit, Predictor, PredictRequest, Task, TaskData,
                                  inputs_of, require_train, split_files)
+from bert_jax.tasks.token_classification import data, scores
 
 log = logging.getLogger("bert_jax")
 CONLL_TYPES = (".conll", ".txt", ".iob", ".bio", ".tsv")  # CoNLL text: a word per line

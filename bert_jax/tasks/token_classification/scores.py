@@ -12,8 +12,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from bert_jax.tasks.token_classification.data import split_tag
 from bert_jax.errors import BertJaxError
+from bert_jax.tasks.token_classification.data import split_tag
 
 SCHEMES = ("IOB2", "IOBES")
 _PREFIXES = {"IOB2": "OBI", "IOBES": "OBIES"}
