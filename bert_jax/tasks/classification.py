@@ -186,7 +186,7 @@ def predict_proba(config, params, tok, texts: Sequence[str], pairs: Optional[Seq
 
     from bert_jax import inference
     from bert_jax.data import buckets
-    inference.require_head(params, "classifier")
+    inference.require_head(params, TASK.head)
     inference.check_sizes(config, max_length, batch_size, pairs is not None)
     arrays = tokenizer.encode_batch(tok, texts, pairs, max_length, pad=True)
     apply = functools.partial(inference.jitted(_class_probabilities), config,
@@ -208,7 +208,7 @@ def _predict(request: PredictRequest, config, params, tok, warn) -> str:
     """The input's rows with predicted_label, probability and probability_LABEL per class."""
     from bert_jax import inference
     atomic.check_output_file(request.output, FRAME_TYPES, request.input)
-    inference.require_head(params, "classifier", request.model)
+    inference.require_head(params, TASK.head, request.model)
     inference.require_architecture(config, params, TASK.architecture, request.model)
     table, texts, pairs = tables.read_texts(request.input, request.text_column,
                                             request.text_pair_column)

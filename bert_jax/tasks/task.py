@@ -96,6 +96,13 @@ class Task:
         from bert_jax.models.task_models import ARCHITECTURES
         return ARCHITECTURES[self.architecture][0]
 
+    @property
+    def head(self) -> str:
+        """The parameter group of its head, beside params["bert"] ("classifier", "qa_outputs")."""
+        from bert_jax.models.task_models import ARCHITECTURES
+        (group,) = ARCHITECTURES[self.architecture][1]
+        return group
+
     def configure(self, config, names: tuple):
         """The model config for this task: the class / tag names where the head has them."""
         labels = self.id2label or names

@@ -86,7 +86,7 @@ def answer_questions(config, params, tok, questions: Sequence[str], contexts: Se
     import jax
 
     from bert_jax import inference
-    inference.require_head(params, "qa_outputs")
+    inference.require_head(params, TASK.head)
     inference.check_sizes(config, max_length, batch_size, pairs=True)
     ids = [str(i) for i in range(len(questions))] if ids is None else [str(i) for i in ids]
     examples = [data.QAExample(i, q, c, (), ()) for i, q, c in zip(ids, questions, contexts)]
@@ -109,7 +109,7 @@ def _predict(request: PredictRequest, config, params, tok, warn) -> str:
     """A jsonl line per input row (question, context, optionally id): answer, score, start, end."""
     from bert_jax import inference
     atomic.check_output_file(request.output, (".jsonl",), request.input)
-    inference.require_head(params, "qa_outputs", request.model)
+    inference.require_head(params, TASK.head, request.model)
     table = tables.read_table(request.input)
     tables.check_columns(table, request.input, ["question", "context"])
     questions = tables.texts_of(table, "question", request.input)
