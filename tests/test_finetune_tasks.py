@@ -132,7 +132,8 @@ def test_token_classification(init, tmp_path):
     work = tmp_path / "ner"
     # 30 words in windows of 16 tokens: every sentence is split, never cut
     result = finetune(work, init / "init", "token-classification", files["train"],
-                      files["validation"], "--max-seq-length", "16")
+                      files["validation"], "--max-seq-length", "16", "--test",
+                      str(files["validation"]))
     assert result["labels"] == ["O", "B-LOC", "B-PER", "I-PER"]
     for key in ("accuracy", "precision", "recall", "f1"):
         assert 0 <= result[key] <= 1
@@ -156,6 +157,21 @@ def test_token_classification(init, tmp_path):
              if line]
     assert [w for w, _ in conll] == sum(sentences, [])
     assert [t for _, t in conll] == sum((r["tags"] for r in rows), [])
+    # the reported test scores are seqeval's (default: conlleval's; and strict) of what predict
+    # writes for that file
+    from seqeval import metrics
+    from seqeval.scheme import IOB2
+
+    from bert_jax.tasks.token_classification import data as tagging
+    assert cli.main(["predict", str(work), "--input", str(files["validation"]), "--output",
+                     str(tmp_path / "test.jsonl"), "--max-seq-length", "16"]) == 0
+    gold = tagging.read_conll(str(files["validation"]))[1]
+    predicted = [json.loads(line)["tags"] for line in open(tmp_path / "test.jsonl")]
+    test = result["test"]
+    assert test["f1"] == pytest.approx(metrics.f1_score(gold, predicted), abs=1e-12)
+    assert test["strict_f1"] == pytest.approx(
+        metrics.f1_score(gold, predicted, mode="strict", scheme=IOB2), abs=1e-12)
+    assert test["precision"] == pytest.approx(metrics.precision_score(gold, predicted), abs=1e-12)
 
 
 def test_multiple_choice(init, tmp_path):

@@ -59,3 +59,40 @@ def test_each_loss_is_the_transformers_cross_entropy(name):
     assert float(total) / float(count) == pytest.approx(_torch_losses(name, logits, batch),
                                                         rel=1e-5)
     assert 0 <= float(metrics["accuracy"][0]) <= float(metrics["accuracy"][1]) == float(count)
+
+
+def test_classification_scores_equal_scikit_learn_on_random_cases():
+    """Accuracy, macro-F1 over the classes present in labels or predictions (scikit-learn's
+    default: a class in neither is not averaged as 0) and MCC, on random labellings."""
+    from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
+
+    from bert_jax.tasks.classification import classification_scores
+    assert classification_scores([0, 1, 0, 1], [0, 1, 0, 1], 3)["macro_f1"] == 1.0
+    for seed in range(200):
+        rng = np.random.default_rng(seed)
+        classes, n = int(rng.integers(2, 7)), int(rng.integers(1, 40))
+        labels = rng.integers(0, classes, n)
+        predictions = np.where(rng.random(n) < 0.5, labels, rng.integers(0, classes, n))
+        ours = classification_scores(labels, predictions, classes)
+        assert ours["accuracy"] == pytest.approx(accuracy_score(labels, predictions))
+        assert ours["macro_f1"] == pytest.approx(
+            f1_score(labels, predictions, average="macro", zero_division=0)), seed
+        assert ours["mcc"] == pytest.approx(matthews_corrcoef(labels, predictions), abs=1e-12)
+
+
+def test_multiple_choice_reads_the_label_column_it_is_given(tmp_path, minilm_dir):
+    from bert_jax.data import tokenizer
+    from bert_jax.errors import BertJaxError
+    from bert_jax.training.finetune_config import FinetuneConfig
+    path = tmp_path / "t.csv"
+    path.write_text("sent1,sent2,ending0,ending1,answer\n"
+                    + "".join(f"the {i} cat,sat on,the mat,a hat,{i % 2}\n" for i in range(6)))
+    cfg = FinetuneConfig(task="multiple-choice", init="m", train_file=str(path),
+                         validation_file=str(path), max_seq_length=16, num_choices=2,
+                         label_column="answer")
+    tok = tokenizer.load(minilm_dir)
+    task_data = TASKS["multiple-choice"].load(cfg, tok)
+    assert list(task_data.train["labels"]) == [i % 2 for i in range(6)]
+    with pytest.raises(BertJaxError, match=rf"^{path}: has no labels to train on \(column "
+                                           r"'label'\)$"):
+        TASKS["multiple-choice"].load(cfg.replace(label_column="label"), tok)

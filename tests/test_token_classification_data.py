@@ -231,12 +231,24 @@ def test_chunk_scheme():
 
 
 def _seqeval(true, pred, scheme):
+    """seqeval's default mode (conlleval's chunks) and its strict mode, named as ours."""
     from seqeval import metrics
     from seqeval.scheme import IOB2, IOBES
     scheme = {"IOB2": IOB2, "IOBES": IOBES}[scheme]
-    return {name: getattr(metrics, f"{name}_score")(true, pred, mode="strict", scheme=scheme,
-                                                    zero_division=0)
-            for name in ("precision", "recall", "f1")}
+    out = {}
+    for name in ("precision", "recall", "f1"):
+        score = getattr(metrics, f"{name}_score")
+        out[name] = score(true, pred, zero_division=0)
+        out[f"strict_{name}"] = score(true, pred, mode="strict", scheme=scheme, zero_division=0)
+    return out
+
+
+PERFECT = {"precision": 1.0, "recall": 1.0, "f1": 1.0}
+NOTHING = {"precision": 0.0, "recall": 0.0, "f1": 0.0}
+
+
+def _both(default, strict):
+    return {**default, **{f"strict_{k}": v for k, v in strict.items()}}
 
 
 @pytest.mark.parametrize("scheme", ["IOB2", "IOBES"])
@@ -256,19 +268,24 @@ def test_entity_scores_equal_seqeval_on_random_tags(scheme):
 
 def test_entity_scores_hand_cases():
     true = [["B-PER", "I-PER", "O", "B-LOC"]]
-    assert es.entity_scores(true, true, "IOB2") == {"precision": 1.0, "recall": 1.0, "f1": 1.0}
-    # span too short, and a stray I-LOC after O (no entity in strict IOB2)
+    assert es.entity_scores(true, true, "IOB2") == _both(PERFECT, PERFECT)
+    # span too short, and a stray I-LOC after O: a chunk for conlleval, no entity in strict IOB2
     got = es.entity_scores(true, [["B-PER", "O", "O", "I-LOC"]], "IOB2")
-    assert got == {"precision": 0.0, "recall": 0.0, "f1": 0.0}
+    assert got == _both({"precision": 0.5, "recall": 0.5, "f1": 0.5}, NOTHING)
+    # a chunk that starts with I- counts as one (conlleval, seqeval's default), not in strict
+    assert es.entity_scores([["B-PER", "I-PER"]], [["I-PER", "I-PER"]], "IOB2") == \
+        _both(PERFECT, NOTHING)
+    assert es.chunks(["I-PER", "I-PER", "E-PER", "I-PER", "S-LOC", "B-LOC", "I-ORG"]) == \
+        {("PER", 0, 3), ("PER", 3, 4), ("LOC", 4, 5), ("LOC", 5, 6), ("ORG", 6, 7)}
     # type change midway: B-PER I-LOC is the entity PER (0, 1) only
     assert es.spans(["B-PER", "I-LOC", "I-LOC"], "IOB2") == {("PER", 0, 1)}
     got = es.entity_scores([["B-PER", "O", "B-LOC"]], [["B-PER", "O", "B-ORG"]], "IOB2")
-    assert got == pytest.approx({"precision": 0.5, "recall": 0.5, "f1": 0.5})
+    half = {"precision": 0.5, "recall": 0.5, "f1": 0.5}
+    assert got == pytest.approx(_both(half, half))
     # IOBES: B-X I-X without E-X is no entity; S-X is one
     assert es.spans(["B-PER", "I-PER", "S-LOC", "B-ORG", "E-ORG"], "IOBES") == \
         {("LOC", 2, 3), ("ORG", 3, 5)}
-    assert es.entity_scores([["O"]], [["O"]], "IOBES") == \
-        {"precision": 0.0, "recall": 0.0, "f1": 0.0}
+    assert es.entity_scores([["O"]], [["O"]], "IOBES") == _both(NOTHING, NOTHING)
     for true, pred, scheme in [([["B-PER", "I-PER", "O", "B-LOC"]],
                                 [["B-PER", "I-PER", "I-PER", "B-LOC"]], "IOB2"),
                                ([["B-PER", "E-PER", "S-LOC"]], [["B-PER", "I-PER", "S-LOC"]],

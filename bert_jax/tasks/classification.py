@@ -119,8 +119,9 @@ def confusion(labels: np.ndarray, predictions: np.ndarray, num_classes: int) -> 
 
 
 def classification_scores(labels, predictions, num_classes: int) -> dict[str, float]:
-    """accuracy, macro_f1 (mean over classes, 0 for a class never predicted nor present) and
-    mcc (the multiclass Matthews correlation; 0 when predictions or labels are constant)."""
+    """accuracy, macro_f1 (the mean F1 of the classes present in the labels or the predictions,
+    scikit-learn's default: a class in neither has no F1 to average) and mcc (the multiclass
+    Matthews correlation; 0 when predictions or labels are constant)."""
     c = confusion(labels, predictions, num_classes).astype(np.float64)
     n = c.sum()
     tp = np.diag(c)
@@ -131,7 +132,7 @@ def classification_scores(labels, predictions, num_classes: int) -> dict[str, fl
     cov = correct * n - predicted @ actual
     norm = np.sqrt((n * n - predicted @ predicted) * (n * n - actual @ actual))
     return {"accuracy": float(correct / n) if n else float("nan"),
-            "macro_f1": float(f1.mean()),
+            "macro_f1": float(f1[denominator > 0].mean()) if n else float("nan"),
             "mcc": float(cov / norm) if norm > 0 else 0.0}
 
 

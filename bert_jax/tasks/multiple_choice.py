@@ -103,10 +103,12 @@ def load(cfg, tok) -> TaskData:
     data = {}
     for split, (where, table) in splits.items():
         arrays = encode(tok, table, where, cfg.max_seq_length, cfg.choice_context_column,
-                        cfg.choice_start_column, [f"ending{i}" for i in range(cfg.num_choices)])
+                        cfg.choice_start_column, [f"ending{i}" for i in range(cfg.num_choices)],
+                        cfg.label_column)
         if "labels" not in arrays:  # encode has warned: not scored
             if split == "train":
-                raise BertJaxError(f"{where}: has no labels to train on (column 'label')")
+                raise BertJaxError(f"{where}: has no labels to train on (column "
+                                   f"{cfg.label_column!r})")
             continue
         data[split] = arrays
     return TaskData((), data["train"], classification.class_evals(data), TASK.metrics)
