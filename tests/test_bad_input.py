@@ -519,6 +519,23 @@ def pretrain_workdir_holds_another_model(b, t):
 
 
 @case
+def pretrain_resumed_with_another_rate(b, t):
+    """A run's workdir (its checkpoints/, config.json and saved config) resumed with another
+    learning rate: refused, the saved config untouched."""
+    from bert_jax.models.config import BertConfig
+    from bert_jax.training import pretrain_config
+    work = t / "run"
+    (work / "checkpoints" / "2").mkdir(parents=True)
+    BertConfig.from_json_file(path(b, "model.json")).to_json_file(str(work / "config.json"))
+    saved = dataclasses.asdict(pretrain_config.load_config(path(b, "pretrain.py")))
+    (work / "train_config.json").write_text(json.dumps(saved), encoding="utf-8")
+    return Case(pretrain(b, t, "--config.learning_rate=0.01", "--config.seed=3", workdir=work),
+                f"{work}: holds a run with other settings (--config.learning_rate: 0.0001 there, "
+                f"0.01 here; --config.seed: 0 there, 3 here); a resumed run must compute what it "
+                f"started: use a new workdir, or the saved settings (train_config.json)")
+
+
+@case
 def pretrain_init_from_corrupt(b, t):
     src = copy(b / "ours", t / "init")
     for f in orbax_files(src):
@@ -618,6 +635,20 @@ def finetune_workdir_of_another_task(b, t):
     (t / "work" / "labels.json").write_text('["spam", "ham"]\n')
     return Case(finetune(b, t), f"{t / 'work'}: holds a run with labels spam, ham, this data "
                                 f"has neg, pos")
+
+
+@case
+def finetune_resumed_with_another_seed(b, t):
+    from bert_jax.training import finetune_config
+    (t / "work" / "checkpoints").mkdir(parents=True)
+    (t / "work" / "labels.json").write_text('["neg", "pos"]\n')
+    cfg = finetune_config.load_config("", init=path(b, "hf"), train_file=path(b, "data.csv"),
+                                      validation_file=path(b, "data.csv"), max_seq_length=16,
+                                      batch_size=4, epochs=1)
+    (t / "work" / "finetune_config.json").write_text(json.dumps(dataclasses.asdict(cfg)))
+    return Case(finetune(b, t, "--seed", "3"),
+                f"{t / 'work'}: holds a run with other settings (config.seed: 0 there, 3 here); "
+                f"a resumed run must compute what it started")
 
 
 # finetune: question answering, token classification, multiple choice (data from VOCAB words)

@@ -136,6 +136,42 @@ def test_resume_from_an_epoch_end_matches_the_straight_run(tiny, run, tmp_path):
     assert all(np.array_equal(fa[k], fb[k]) for k in fa)
 
 
+@pytest.mark.parametrize("change,shown", [
+    (("--learning-rate", "3e-3"), "config.learning_rate: 0.001 there, 0.003 here"),
+    (("--seed", "5"), "config.seed: 0 there, 5 here"),
+    (("--train", "OTHER"), "--train FILE: '{train}' there, '{other}' here"),
+    (("--learning-rate", "3e-3", "--seed", "5", "--config.max_grad_norm=0.1"),
+     "config.learning_rate: 0.001 there, 0.003 here; --config.max_grad_norm: 1.0 there, 0.1 "
+     "here; config.seed: 0 there, 5 here"),
+])
+def test_a_changed_run_never_resumes(tiny, run, change, shown, tmp_path, capfd):
+    """The review's case: the same workdir with another rate, seed or data file is refused in
+    one line, and its results and saved config stay as they were."""
+    workdir, _ = run
+    work = tmp_path / "run"
+    shutil.copytree(workdir, work)
+    shutil.copy(tiny / "train.csv", tmp_path / "other.csv")
+    before = {p: p.read_bytes() for p in work.rglob("*") if p.is_file()}
+    flags = {"--init": tiny / "init", "--train": tiny / "train.csv",
+             "--validation": tiny / "val.csv", "--test": tiny / "val.csv", "--workdir": work,
+             "--max-seq-length": 32, "--epochs": 2, "--batch-size": 16, "--learning-rate": 1e-3}
+    extra = list(change)
+    for i, (name, value) in enumerate(zip(extra, extra[1:])):
+        if name in flags:
+            flags[name] = tmp_path / "other.csv" if value == "OTHER" else value
+            extra[i:i + 2] = [None, None]
+    argv = ["finetune", *[str(x) for kv in flags.items() for x in kv],
+            "--config.eval_batch_size=16", "--config.log_every=2",
+            "--config.checkpoint_every=3", *[x for x in extra if x is not None]]
+    assert cli.main(argv) == 2
+    err = [line for line in capfd.readouterr().err.splitlines() if line.strip()]
+    shown = shown.format(train=tiny / "train.csv", other=tmp_path / "other.csv")
+    assert err == [f"bert-jax finetune: error: {work}: holds a run with other settings "
+                   f"({shown}); a resumed run must compute what it started: use a new workdir, "
+                   f"or the saved settings (finetune_config.json)"]
+    assert {p: p.read_bytes() for p in work.rglob("*") if p.is_file()} == before
+
+
 def test_label_maps_and_sentence_pairs(minilm_dir, tmp_path, caplog):
     from bert_jax.data import tokenizer
     tok = tokenizer.load(minilm_dir)

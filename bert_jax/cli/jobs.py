@@ -61,7 +61,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--label-column", default=None)
     p.add_argument("--tokens-column", default=None, help="token classification: list of words")
     p.add_argument("--tags-column", default=None, help="token classification: list of tags")
-    p.add_argument("--workdir", default=None, help="run directory (default runs/finetune)")
+    p.add_argument("--workdir", default=None,
+                   help="run directory (default runs/<config name>, or without --config "
+                        "runs/<task>-<dataset, or the training file's folder>)")
     p.add_argument("--epochs", type=int, default=None)
     p.add_argument("--batch-size", type=int, default=None)
     p.add_argument("--learning-rate", type=float, default=None)
@@ -172,7 +174,7 @@ def finetune(args) -> int:
         tokens_column=args.tokens_column, tags_column=args.tags_column,
         doc_stride=args.doc_stride, max_answer_length=args.max_answer_length,
         version_2_with_negative=args.version_2_with_negative)
-    workdir = args.workdir or os.path.join("runs", "finetune")
+    workdir = args.workdir or finetune_workdir(cfg, args.config)
     with _removed_on_bad_input(workdir, cfg.checkpoint_dir):
         result, code = _run_job("finetune", lambda: run_finetuning(cfg, workdir))
     if code:
@@ -186,3 +188,21 @@ def finetune(args) -> int:
     print(f"best model: {result.model} (bert_jax), {result.export} (Hugging Face); scores in "
           f"{os.path.join(workdir, paths.RESULT)}{extra}")
     return 0
+
+
+def finetune_workdir(cfg, config_path: str = "") -> str:
+    """The default workdir of a fine-tuning run, named for it so that two unrelated runs do not
+    meet in one folder (and one that does is refused on resume): runs/<config name>, else
+    runs/<task>-<dataset[-configuration]>, else runs/<task>-<the training file's folder>."""
+    if config_path:
+        name = os.path.splitext(os.path.basename(config_path))[0].removeprefix("finetune_")
+        return os.path.join("runs", name)
+    if cfg.dataset:
+        data = "-".join(filter(None, (cfg.dataset.rstrip("/").split("/")[-1],
+                                      cfg.dataset_config)))
+    else:
+        train = os.path.abspath(cfg.train_file)
+        data = os.path.basename(os.path.dirname(train)) or os.path.splitext(
+            os.path.basename(train))[0]
+    return os.path.join("runs", f"{cfg.task}-{data}")
+

@@ -13,7 +13,6 @@ class: BertForSequenceClassification, …QuestionAnswering, …TokenClassificati
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import logging
@@ -32,7 +31,7 @@ from bert_jax.runtime import multihost, sharding
 from bert_jax.runtime.metric_writer import parameter_table
 from bert_jax.tasks import DEFAULT, TASKS
 from bert_jax.tasks.task import EvalSplit
-from bert_jax.training import finetune_config, loop, optim, run, steps
+from bert_jax.training import finetune_config, loop, optim, run, run_record, steps
 from bert_jax.training.finetune_config import FinetuneConfig, optimizer_settings
 
 log = logging.getLogger("bert_jax")
@@ -60,8 +59,9 @@ def finetune(cfg: FinetuneConfig, workdir: str) -> run.JobResult:
     best_metric = task_data.best_metric(cfg.best_metric)
     names = task_data.names
     config = task.configure(config, names)
-    multihost.check_same_launch(launch_items(cfg, config, tok, task_data.train))
-    _check_workdir(workdir, cfg, names, main)
+    items = launch_items(cfg, config, tok, task_data.train)
+    multihost.check_same_launch(items)
+    _check_workdir(workdir, cfg, names, main, run_record.inputs_of(items))
     # logged only now: a refused input or workdir is then the one line on stderr
     log.info("%s rows: %s", cfg.task, ", ".join(
         [f"train {len(task_data.train['input_ids'])}"]
@@ -164,11 +164,13 @@ def score(ctx, logits_fn, state, split: EvalSplit, batch_size: int) -> tuple[dic
     return split.score(logits)
 
 
-def _check_workdir(workdir, cfg, names, main):
-    """A workdir holds one task: refuse to resume a run of another task or label map."""
+def _check_workdir(workdir, cfg, names, main, inputs):
+    """A workdir holds one run: refuse to resume a run of another task, label map or settings
+    that change what it computes (training/run_record.py); then process 0 saves its record."""
     path = os.path.join(workdir, paths.LABELS)
     saved = _read_json(path, None)
-    resuming = os.path.isdir(paths.checkpoint_dir(workdir, cfg.checkpoint_dir))
+    checkpoints = paths.checkpoint_dir(workdir, cfg.checkpoint_dir)
+    resuming = os.path.isdir(checkpoints)
     saved_task = _read_json(os.path.join(workdir, paths.FINETUNE_CONFIG), {}).get(
         "task", DEFAULT)
     if resuming and saved is not None and saved_task != cfg.task:
@@ -177,9 +179,12 @@ def _check_workdir(workdir, cfg, names, main):
     if resuming and saved is not None and tuple(saved) != tuple(names):
         raise BertJaxError(f"{workdir}: holds a run with labels {', '.join(saved)}, this data has "
                            f"{', '.join(names)}; use a new workdir")
+    record_path = os.path.join(workdir, paths.FINETUNE_CONFIG)
+    record = run_record.check_resume(workdir, record_path, cfg, inputs,
+                                     finetune_config.RESUMABLE, checkpoints)
     if main:
         atomic.write_json(path, list(names))
-        atomic.write_json(os.path.join(workdir, paths.FINETUNE_CONFIG), dataclasses.asdict(cfg))
+        run_record.save(record_path, record)
 
 
 def _read_json(path, default):

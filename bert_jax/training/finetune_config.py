@@ -76,6 +76,13 @@ class FinetuneConfig:
         return dataclasses.replace(self, **changes)
 
 
+# The fields a resumed run may change (training/run_record.py): train more epochs, log,
+# evaluate or checkpoint at other intervals, keep checkpoints elsewhere. Every other field changes
+# what the run computes, and a resume with another value is refused.
+RESUMABLE = ("epochs", "log_every", "checkpoint_every", "keep_checkpoints", "checkpoint_dir",
+             "eval_batch_size")
+
+
 def validate(cfg: FinetuneConfig) -> FinetuneConfig:
     """Refuse impossible values, naming the field."""
     if not cfg.init:

@@ -27,7 +27,7 @@ from bert_jax.models import BertConfig, BertForPreTraining
 from bert_jax.runtime import multihost, rng, sharding
 from bert_jax.runtime.metric_writer import parameter_table
 from bert_jax.training import (initial_params, loop, losses, optim, pretrain_config,
-                               pretrain_corpus, run, steps, time_budget)
+                               pretrain_corpus, run, run_record, steps, time_budget)
 
 log = logging.getLogger("bert_jax")
 
@@ -47,8 +47,9 @@ def pretrain(cfg: pretrain_config.PretrainConfig, workdir: str) -> run.JobResult
     tok = _tokenizer(cfg, workdir, main)
     config = model_config(cfg, tok.get_vocab_size(with_added_tokens=True))
     data, heldout = examples(cfg, tok)
-    multihost.check_same_launch(launch_items(cfg, config, tok, data))
-    _check_workdir(workdir, cfg, config, main)
+    items = launch_items(cfg, config, tok, data)
+    multihost.check_same_launch(items)
+    _check_workdir(workdir, cfg, config, main, run_record.inputs_of(items))
 
     model = BertForPreTraining(config, jnp.dtype(cfg.dtype), remat=cfg.remat)
     schedule = learning_rate_schedule(cfg)
@@ -227,8 +228,10 @@ _SHAPE_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attentio
                  "tie_word_embeddings")
 
 
-def _check_workdir(workdir, cfg, config, main):
-    """A workdir belongs to one model: refuse to resume a checkpoint of another shape."""
+def _check_workdir(workdir, cfg, config, main, inputs=None):
+    """A workdir holds one run: refuse to resume a checkpoint of another shape, or with
+    settings that change what it computes (training/run_record.py; `inputs` None: the config
+    fields only, before the data is read); then process 0 saves the model and the record."""
     path = os.path.join(workdir, paths.CONFIG)
     if os.path.isfile(path) and os.path.isdir(paths.checkpoint_dir(workdir, cfg.checkpoint_dir)):
         saved = BertConfig.from_json_file(path)
@@ -237,10 +240,14 @@ def _check_workdir(workdir, cfg, config, main):
         if diff:
             raise BertJaxError(f"{workdir}: holds a checkpoint of a different model "
                                f"({'; '.join(diff[:3])}); use a new workdir")
+    saved = os.path.join(workdir, paths.TRAIN_CONFIG)
+    record = run_record.check_resume(
+        workdir, saved, cfg, inputs, pretrain_config.RESUMABLE,
+        paths.checkpoint_dir(workdir, cfg.checkpoint_dir))
     if main:
         with atomic.atomic_file(path) as tmp:
             config.to_json_file(tmp, architectures=["BertForPreTraining"])
-        atomic.write_json(os.path.join(workdir, paths.TRAIN_CONFIG), dataclasses.asdict(cfg))
+        run_record.save(saved, record)
 
 
 def launch_items(cfg, config: BertConfig, tok, data: dict) -> dict[str, str]:

@@ -92,6 +92,11 @@ class PretrainConfig:
         return max(1, math.ceil(prob * (length or self.max_seq_length)))
 
 
+# The fields a resumed run may change (training/run_record.py): train longer, log, evaluate or
+# checkpoint at other intervals, tokenise with other workers, keep checkpoints elsewhere. Every
+# other field changes what the run computes, and a resume with another value is refused.
+RESUMABLE = ("steps", "time_budget_minutes", "log_every", "eval_every", "eval_batches",
+             "checkpoint_every", "keep_checkpoints", "checkpoint_dir", "prepare_workers")
 _POSITIVE = ("vocab_size", "max_seq_length", "batch_size", "grad_accum_steps", "steps",
              "log_every", "checkpoint_every", "keep_checkpoints")
 _NON_NEGATIVE = ("warmup_steps", "data_seed", "seed", "eval_every", "eval_batches",
