@@ -61,6 +61,7 @@ def test_each_loss_is_the_transformers_cross_entropy(name):
     assert 0 <= float(metrics["accuracy"][0]) <= float(metrics["accuracy"][1]) == float(count)
 
 
+@pytest.mark.filterwarnings("ignore:A single label was found")  # sklearn on a one-class draw
 def test_classification_scores_equal_scikit_learn_on_random_cases():
     """Accuracy, macro-F1 over the classes present in labels or predictions (scikit-learn's
     default: a class in neither is not averaged as 0) and MCC, on random labellings."""
