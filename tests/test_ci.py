@@ -25,4 +25,4 @@ def test_ci_runs_readmes_test_line_verbatim_then_the_slow_tier():
 
 def test_markers_are_registered_strictly(pytestconfig):
     assert "--strict-markers" in pytestconfig.getini("addopts")
-    assert [m.split(":")[0] for m in pytestconfig.getini("markers")] == ["slow"]
+    assert "slow" in [m.split(":")[0] for m in pytestconfig.getini("markers")]
