@@ -1,4 +1,5 @@
-"""Shared fixtures: the real released MiniLM checkpoint and random-init Hugging Face models."""
+"""Shared fixtures: the real released MiniLM checkpoint, random-init Hugging Face models, a small
+pretraining setup, the session's XLA compilation cache, and `train.py` in a subprocess or here."""
 
 import importlib.util
 import os
@@ -8,6 +9,32 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONFIG = os.path.join(ROOT, "configs", "pretrain_tiny.py")  # train.py's default config
+MIN_COMPILE_SECONDS = 1.0  # the CLI keeps compiles over a second (bert_jax/cli/main.py): so do we
+
+
+@pytest.fixture(scope="session", autouse=True)
+def xla_cache(tmp_path_factory):
+    """One persistent XLA compilation cache for the whole session, empty at its start (it lives
+    in pytest's temporary directory, so CI starts cold): a program compiled once, in this process
+    or in any subprocess (train.py and `bert-jax` read BERT_JAX_XLA_CACHE, other JAX processes
+    JAX_COMPILATION_CACHE_DIR), is loaded, not compiled again, by every later run of it."""
+    import jax
+    path = str(tmp_path_factory.mktemp("xla_cache"))
+    settings = {"BERT_JAX_XLA_CACHE": path, "JAX_COMPILATION_CACHE_DIR": path,
+                "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": str(MIN_COMPILE_SECONDS),
+                "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "-1"}
+    saved = {name: os.environ.get(name) for name in settings}
+    os.environ.update(settings)  # subprocesses inherit os.environ
+    jax.config.update("jax_compilation_cache_dir", path)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_SECONDS)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+    yield path
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 @pytest.fixture(scope="session")
@@ -95,3 +122,15 @@ def train(workdir, overrides, *extra, devices=1, env=None, wait=True, timeout=24
         return proc
     out, err = proc.communicate(timeout=timeout)
     return proc.returncode, out, err
+
+
+def train_here(workdir, overrides, *extra):
+    """`train.py`'s job in this process, for the tests whose point is not the process: the
+    same command as train() (cli.main(["pretrain", ...]) in the repository root, one device);
+    returns its exit code. Its printed lines are in capfd / capsys, its log records (INFO, such
+    as "resuming from …") in caplog."""
+    from bert_jax import cli
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(ROOT)  # where train() runs: the same prepared-data cache
+        return cli.main(["pretrain", "--config", CONFIG, "--workdir", str(workdir),
+                         *map(str, overrides), *map(str, extra)])

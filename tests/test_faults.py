@@ -4,6 +4,10 @@ resumes from the last complete checkpoint and ends bit-identical to an uninterru
 
 Random kill moments change every run (set BERT_JAX_FAULT_SEED to replay one); a failure
 message names the seed. Faults are injected by tests/fault_driver.py, never by the library.
+
+The faulted runs are processes (train, a subprocess); the uninterrupted reference and the
+reruns that resume run in this process (train_here): the same command, where the process is not
+the point. The slow tier checks that a subprocess's run is bit-identical to the reference here.
 """
 
 import os
@@ -14,7 +18,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import train
+from conftest import CONFIG, train, train_here
 
 RUN = ["--config.steps=60", "--config.checkpoint_every=5", "--config.log_every=10",
        "--config.keep_checkpoints=3"]
@@ -52,20 +56,40 @@ def error_lines(err: str) -> list[str]:
     return [line for line in err.splitlines() if "error" in line.lower()]
 
 
+def resumed_from(caplog) -> list[str]:
+    """The checkpoints a run in this process said it resumed from."""
+    return [m.split("resuming from ", 1)[1] for m in caplog.messages
+            if m.startswith("resuming from ")]
+
+
 @pytest.fixture(scope="module")
 def reference(pretrain_setup, tmp_path_factory):
-    """The uninterrupted run every faulted run must end identical to, and its wall time."""
+    """The uninterrupted run every faulted run must end identical to (in this process)."""
     _, overrides = pretrain_setup
     workdir = tmp_path_factory.mktemp("reference")
+    assert train_here(workdir, [*overrides, *RUN]) == 0
+    return workdir
+
+
+@pytest.fixture(scope="module")
+def process_seconds(pretrain_setup, reference, tmp_path_factory):
+    """The wall time of the uninterrupted run as a process (where the kill moments fall); that
+    run ends bit-identical to the reference made in this process."""
+    _, overrides = pretrain_setup
+    workdir = tmp_path_factory.mktemp("reference_process")
     started = time.time()
     code, _, err = train(workdir, [*overrides, *RUN])
+    seconds = time.time() - started
     assert code == 0, err
-    return workdir, time.time() - started
+    assert_same_params(workdir, reference)
+    return seconds
 
 
-def test_sigkill_at_random_moments_resumes_exactly(pretrain_setup, reference, tmp_path):
+@pytest.mark.slow  # a loop of up to four processes, three killed
+def test_sigkill_at_random_moments_resumes_exactly(pretrain_setup, reference, process_seconds,
+                                                   tmp_path):
     _, overrides = pretrain_setup
-    reference_dir, seconds = reference
+    reference_dir, seconds = reference, process_seconds
     seed = int(os.environ.get("BERT_JAX_FAULT_SEED", time.time_ns() % 2**32))
     rng = random.Random(seed)
     workdir, moments = tmp_path / "run", []
@@ -94,7 +118,7 @@ def test_sigkill_at_random_moments_resumes_exactly(pretrain_setup, reference, tm
     assert_same_params(workdir, reference_dir)
 
 
-def test_sigkill_in_the_middle_of_a_save(pretrain_setup, reference, tmp_path):
+def test_sigkill_in_the_middle_of_a_save(pretrain_setup, reference, tmp_path, caplog):
     """Killed with checkpoint 10 fully written but not committed: it is never restored, the
     rerun resumes from 5, removes the leftover and saves 10 again. (Orbax also saves the first
     step of a fresh run.)"""
@@ -104,15 +128,14 @@ def test_sigkill_in_the_middle_of_a_save(pretrain_setup, reference, tmp_path):
     assert code == -signal.SIGKILL, err
     assert complete_steps(tmp_path) == [1, 5] and half_written(tmp_path) == [f"10{TMP}"]
     assert os.listdir(tmp_path / "checkpoints" / f"10{TMP}")  # the data was written
-    code, _, err = train(tmp_path, [*overrides, *RUN])
-    assert code == 0, err
-    assert f"resuming from {tmp_path / 'checkpoints'}/5\n" in err
+    assert train_here(tmp_path, [*overrides, *RUN]) == 0
+    assert resumed_from(caplog) == [f"{tmp_path / 'checkpoints'}/5"]
     assert half_written(tmp_path) == []
     assert complete_steps(tmp_path) == [50, 55, 60]
-    assert_same_params(tmp_path, reference[0])
+    assert_same_params(tmp_path, reference)
 
 
-def test_sigterm_saves_exits_and_resumes_exactly(pretrain_setup, reference, tmp_path):
+def test_sigterm_saves_exits_and_resumes_exactly(pretrain_setup, reference, tmp_path, caplog):
     _, overrides = pretrain_setup
     proc = train(tmp_path, [*overrides, *RUN], wait=False)
     deadline = time.time() + 180
@@ -126,14 +149,13 @@ def test_sigterm_saves_exits_and_resumes_exactly(pretrain_setup, reference, tmp_
     assert proc.returncode == 128 + signal.SIGTERM, err
     step = int(err.split("stopped by signal 15 at step ")[1].split(";")[0])
     assert complete_steps(tmp_path)[-1] == step and half_written(tmp_path) == []
-    code, _, err = train(tmp_path, [*overrides, *RUN])
-    assert code == 0, err
-    assert f"resuming from {tmp_path / 'checkpoints'}/{step}\n" in err
-    assert_same_params(tmp_path, reference[0])
+    assert train_here(tmp_path, [*overrides, *RUN]) == 0
+    assert resumed_from(caplog) == [f"{tmp_path / 'checkpoints'}/{step}"]
+    assert_same_params(tmp_path, reference)
 
 
 def test_full_disk_during_a_save_fails_loudly_and_keeps_the_last_checkpoint(
-        pretrain_setup, reference, tmp_path):
+        pretrain_setup, reference, tmp_path, caplog):
     _, overrides = pretrain_setup
     code, _, err = train(tmp_path, [*overrides, *RUN], script="tests/fault_driver.py",
                          env={"BERT_JAX_FAULT": "disk_full_after:10"})
@@ -145,30 +167,27 @@ def test_full_disk_during_a_save_fails_loudly_and_keeps_the_last_checkpoint(
         f"command resumes from it"], err
     assert complete_steps(tmp_path) == [1, 5, 10]
     assert not (tmp_path / "export").exists()
-    code, _, err = train(tmp_path, [*overrides, *RUN])  # space again: resume from step 10
-    assert code == 0, err
-    assert f"resuming from {tmp_path / 'checkpoints'}/10\n" in err
+    assert train_here(tmp_path, [*overrides, *RUN]) == 0  # space again: resume from step 10
+    assert resumed_from(caplog) == [f"{tmp_path / 'checkpoints'}/10"]
     assert half_written(tmp_path) == []
-    assert_same_params(tmp_path, reference[0])
+    assert_same_params(tmp_path, reference)
 
 
 def test_a_sharded_prepared_set_trains_as_raw_text_and_resumes_exactly_after_a_kill(
-        pretrain_setup, reference, tmp_path):
-    """`bert-jax prepare` in 3 shards (one job per shard, as on 3 machines), then pretraining on
-    the set, killed once and rerun, ends bit-identical to the reference run on the raw text."""
-    import sys
-
-    from conftest import ROOT
+        pretrain_setup, reference, tmp_path, capsys, caplog):
+    """`bert-jax prepare` in 3 shards (one job per shard, as on 3 machines; here, one after
+    another), then pretraining on the set, killed once and rerun, ends bit-identical to the
+    reference run on the raw text."""
+    from bert_jax import cli
     base, overrides = pretrain_setup
     prepared = tmp_path / "prepared"
     flags = [o for o in overrides if o.startswith(("--config.vocab", "--config.train_files"))]
     for shard in (2, 0, 1):  # any order; the last job writes the manifest
-        done = subprocess.run(
-            [sys.executable, "-m", "bert_jax.cli", "prepare", "--config",
-             "configs/pretrain_tiny.py", "--out", str(prepared), "--shard", str(shard),
-             "--num-shards", "3", *flags], cwd=ROOT, capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0, done.stderr
-        assert ("prepared set complete" in done.stdout) == (shard == 1), done.stdout
+        code = cli.main(["prepare", "--config", CONFIG, "--out", str(prepared), "--shard",
+                         str(shard), "--num-shards", "3", *flags])
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        assert ("prepared set complete" in out) == (shard == 1), out
     assert sorted(os.listdir(prepared)) == ["manifest.json", "shard-00000-of-00003",
                                             "shard-00001-of-00003", "shard-00002-of-00003",
                                             "vocab"]
@@ -184,7 +203,6 @@ def test_a_sharded_prepared_set_trains_as_raw_text_and_resumes_exactly_after_a_k
     proc.communicate()
     latest = complete_steps(workdir)[-1]
     assert latest < 60
-    code, _, err = train(workdir, [*on_set, *RUN])
-    assert code == 0, err
-    assert f"resuming from {workdir / 'checkpoints'}/{latest}\n" in err
-    assert_same_params(workdir, reference[0])
+    assert train_here(workdir, [*on_set, *RUN]) == 0
+    assert resumed_from(caplog) == [f"{workdir / 'checkpoints'}/{latest}"]
+    assert_same_params(workdir, reference)

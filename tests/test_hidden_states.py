@@ -121,8 +121,8 @@ def test_with_dropout_and_remat_the_outputs_are_unchanged(tiny_params):
         np.testing.assert_array_equal(out.sequence_output, seq)
         np.testing.assert_allclose(np.asarray(out.attentions[0]).sum(-1), 1.0, atol=1e-5)
     # a gradient flows through the hidden states (feature-based training on any layer)
-    grad = jax.grad(lambda p: BertModel(config, remat=True).apply(
+    grad = jax.jit(jax.grad(lambda p: BertModel(config, remat=True).apply(
         {"params": p}, **batch, deterministic=False, rngs=rngs,
-        output_hidden_states=True).hidden_states[1].sum())(tiny_params)
+        output_hidden_states=True).hidden_states[1].sum()))(tiny_params)
     assert np.abs(grad["encoder"]["layer_0"]["attention"]["query"]["kernel"]).max() > 0
     assert not np.abs(grad["encoder"]["layer_1"]["attention"]["query"]["kernel"]).any()

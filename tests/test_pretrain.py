@@ -1,5 +1,6 @@
-"""The pretraining job end to end, in subprocesses: init_from, 1 vs 8 devices, 1 vs 2
-processes, the Hugging Face export, and one-line errors for bad runs. Kills and resumes are in
+"""The pretraining job end to end: init_from, 1 vs 8 devices, 1 vs 2 processes, the Hugging
+Face export, and one-line errors for bad runs. Runs happen in this process (train_here) unless a
+device count or several processes are the point (train, a subprocess). Kills and resumes are in
 test_faults.py."""
 
 import json
@@ -8,7 +9,7 @@ import socket
 
 import numpy as np
 import pytest
-from conftest import train
+from conftest import train, train_here
 
 from bert_jax.models.config import BertConfig
 
@@ -31,9 +32,9 @@ def final_params(workdir):
 def test_init_from_a_workdir_starts_from_its_params(setup, one_device_run, tmp_path):
     base, overrides = setup
     # warmup 1: the one step runs at learning rate 0, so the params must come out unchanged
-    code, _, err = train(tmp_path, [*overrides, f"--config.init_from={one_device_run}",
-                                    "--config.steps=1", "--config.warmup_steps=1"])
-    assert code == 0, err
+    code = train_here(tmp_path, [*overrides, f"--config.init_from={one_device_run}",
+                                 "--config.steps=1", "--config.warmup_steps=1"])
+    assert code == 0
     (_, a), (_, b) = final_params(one_device_run), final_params(tmp_path)
     flat_a, flat_b = _flat(a), _flat(b)
     assert flat_a.keys() == flat_b.keys()
@@ -49,8 +50,7 @@ def _flat(tree):
 def one_device_run(setup, tmp_path_factory):
     base, overrides = setup
     workdir = tmp_path_factory.mktemp("one_device")
-    code, _, err = train(workdir, [*overrides, "--config.steps=5"])
-    assert code == 0, err
+    assert train_here(workdir, [*overrides, "--config.steps=5"]) == 0
     return workdir
 
 
@@ -69,6 +69,7 @@ def _free_port():
         return s.getsockname()[1]
 
 
+@pytest.mark.slow  # two processes
 def test_two_processes_match_one(setup, one_device_run, tmp_path):
     base, overrides = setup
     address = f"localhost:{_free_port()}"
@@ -110,41 +111,54 @@ def test_export_loads_in_transformers_and_fill_mask_agrees(setup, one_device_run
     assert np.abs(np.asarray(ours) - theirs).max() < 1e-4
 
 
+def _fails_in_one_line(code, err, needle, workdir):
+    assert code == 2, err
+    assert needle in err and "Traceback" not in err
+    errors = [line for line in err.splitlines() if "error" in line.lower()]
+    assert len(errors) == 1 and errors[0] == err.strip().splitlines()[-1], err
+    assert not os.path.exists(workdir / "checkpoints")
+
+
 @pytest.mark.parametrize("extra,needle", [
     (["--config.stesp=3"], "--config.stesp: unknown config field; did you mean steps?"),
     (["--config.batch_size=0"], "config.batch_size: expected an integer ≥ 1, got 0"),
     (["--config.hidden=3"], "unknown config field"),
     (["--config.train_files=/nonexistent/*.txt"], "/nonexistent/*.txt"),
-    (["--config.batch_size=7", "--config.steps=3"], "does not divide evenly"),
 ])
-def test_bad_runs_fail_in_one_line(setup, tmp_path, extra, needle):
+def test_bad_runs_fail_in_one_line(setup, tmp_path, capfd, extra, needle):
     base, overrides = setup
-    code, out, err = train(tmp_path / "w", [*overrides, *extra], devices=2)
-    assert code == 2, err
-    assert needle in err and "Traceback" not in err
-    errors = [line for line in err.splitlines() if "error" in line.lower()]
-    assert len(errors) == 1 and errors[0] == err.strip().splitlines()[-1], err
-    assert not os.path.exists(tmp_path / "w" / "checkpoints")
+    code = train_here(tmp_path / "w", [*overrides, *extra])
+    _fails_in_one_line(code, capfd.readouterr().err, needle, tmp_path / "w")
 
 
-def test_workdir_of_another_model_is_refused(setup, one_device_run, tmp_path):
+def test_a_batch_that_does_not_divide_over_the_devices_fails_in_one_line(setup, tmp_path):
+    """train.py itself, on 2 devices (a device count needs a process of its own)."""
+    base, overrides = setup
+    code, out, err = train(tmp_path / "w", [*overrides, "--config.batch_size=7",
+                                            "--config.steps=3"], devices=2)
+    _fails_in_one_line(code, err, "does not divide evenly", tmp_path / "w")
+
+
+def test_workdir_of_another_model_is_refused(setup, one_device_run, tmp_path, capfd):
     base, overrides = setup
     other = BertConfig.from_json_file(str(base / "model.json")).replace(hidden_size=48,
                                                                         num_attention_heads=3)
     other.to_json_file(str(tmp_path / "other.json"))
-    code, _, err = train(one_device_run, [*overrides, f"--config.model={tmp_path / 'other.json'}",
-                                          "--config.steps=6"])
+    code = train_here(one_device_run, [*overrides, f"--config.model={tmp_path / 'other.json'}",
+                                       "--config.steps=6"])
+    err = capfd.readouterr().err
     assert code == 2 and "holds a checkpoint of a different model (hidden_size 32 there, " \
                          "48 here" in err, err
 
 
-def test_packed_mlm_objective_trains_without_nsp_and_fills_its_rows(setup, tmp_path):
+def test_packed_mlm_objective_trains_without_nsp_and_fills_its_rows(setup, tmp_path, capfd):
     """objective="mlm" end to end: no NSP loss or metric anywhere, rows ≥ 97% tokens (the
     corpus's documents are split at blank lines into many short ones), a working export."""
     import transformers
     base, overrides = setup
-    code, out, err = train(tmp_path, [*overrides, "--config.objective=mlm", "--config.steps=4",
-                                      "--config.documents=blank_line"])
+    code = train_here(tmp_path, [*overrides, "--config.objective=mlm", "--config.steps=4",
+                                 "--config.documents=blank_line"])
+    out, err = capfd.readouterr()
     assert code == 0, err
     rows = [json.loads(line) for line in open(tmp_path / "metrics.jsonl")]
     train_rows = [r for r in rows if r["split"] == "train"]

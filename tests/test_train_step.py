@@ -192,21 +192,26 @@ def test_remat_gives_the_same_gradients():
 
 
 def _loss_and_grads(monkeypatch, objective, batch):
-    """One unjitted pretrain step with the step's own loss_fn spied on: (loss, metrics, grads)
-    of its first micro-batch (the whole batch, k = 1), and the step's returned metrics."""
+    """One jitted pretrain step with the step's own loss_fn spied on: (loss, metrics, grads)
+    of its first micro-batch (the whole batch, k = 1), handed out of the compiled step by a
+    debug callback, and the step's returned metrics."""
     seen = {}
     real = train_step.accumulate_gradients
 
     def spy(loss_fn, params, micro, key, k):
-        (seen["loss"], seen["metrics"]), seen["grads"] = jax.value_and_grad(
-            loss_fn, has_aux=True)(params, micro, jax.random.fold_in(key, 0))
+        (loss, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(
+            params, micro, jax.random.fold_in(key, 0))
+        jax.debug.callback(lambda *values: seen.update(zip(("loss", "metrics", "grads"),
+                                                           values)), loss, metrics, grads)
         return real(loss_fn, params, micro, key, k)
 
     monkeypatch.setattr(train_step, "accumulate_gradients", spy)
     cfg = PretrainConfig(learning_rate=1e-3, warmup_steps=0, steps=10)
-    step = train_step.make_pretrain_step(SPEC, optim.learning_rate_schedule(1e-3, 0, 10),
-                                         objective=objective)
+    step = jax.jit(train_step.make_pretrain_step(
+        SPEC, optim.learning_rate_schedule(1e-3, 0, 10), objective=objective))
     _, metrics = step(_state(cfg), jax.tree.map(jnp.asarray, batch), jax.random.key(5))
+    jax.effects_barrier()  # the callback has run
+    assert set(seen) == {"loss", "metrics", "grads"}
     return seen, metrics
 
 
