@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from conftest import CONFIG, train, train_here
 
-RUN = ["--config.steps=60", "--config.checkpoint_every=5", "--config.log_every=10",
+RUN = ["--config.steps=30", "--config.checkpoint_every=5", "--config.log_every=10",
        "--config.keep_checkpoints=3"]
 TMP = ".orbax-checkpoint-tmp"
 
@@ -46,7 +46,7 @@ def params_of(workdir) -> dict:
 
 def assert_same_params(workdir, reference_dir):
     (step, ours), (ref_step, ref) = params_of(workdir), params_of(reference_dir)
-    assert step == ref_step == 60
+    assert step == ref_step == 30
     assert ours.keys() == ref.keys()
     for k in ref:
         assert np.array_equal(ours[k], ref[k]), k
@@ -112,7 +112,7 @@ def test_sigkill_at_random_moments_resumes_exactly(pretrain_setup, reference, pr
     latest = complete_steps(workdir)
     code, _, err = train(workdir, [*overrides, *RUN])
     assert code == 0, f"seed {seed}, kills at {moments} s: {err[-2000:]}"
-    if latest and latest[-1] < 60:
+    if latest and latest[-1] < 30:
         assert f"resuming from {workdir / 'checkpoints'}/{latest[-1]}\n" in err
     assert half_written(workdir) == []
     assert_same_params(workdir, reference_dir)
@@ -131,7 +131,7 @@ def test_sigkill_in_the_middle_of_a_save(pretrain_setup, reference, tmp_path, ca
     assert train_here(tmp_path, [*overrides, *RUN]) == 0
     assert resumed_from(caplog) == [f"{tmp_path / 'checkpoints'}/5"]
     assert half_written(tmp_path) == []
-    assert complete_steps(tmp_path) == [50, 55, 60]
+    assert complete_steps(tmp_path) == [20, 25, 30]
     assert_same_params(tmp_path, reference)
 
 
@@ -202,7 +202,7 @@ def test_a_sharded_prepared_set_trains_as_raw_text_and_resumes_exactly_after_a_k
     proc.send_signal(signal.SIGKILL)
     proc.communicate()
     latest = complete_steps(workdir)[-1]
-    assert latest < 60
+    assert latest < 30
     assert train_here(workdir, [*on_set, *RUN]) == 0
     assert resumed_from(caplog) == [f"{workdir / 'checkpoints'}/{latest}"]
     assert_same_params(workdir, reference)

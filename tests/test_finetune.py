@@ -278,20 +278,21 @@ def test_finetune_config_file_and_overrides(minilm_dir):
 
 
 def test_minilm_learns_fine_foods(minilm_dir, tmp_path):
-    """The README recipe in small: the real all-MiniLM-L6-v2, 800 training reviews cut to 32
-    tokens, 50 steps, scored on 200 test reviews: it must learn more than the label frequencies."""
+    """The README recipe in small: the real all-MiniLM-L6-v2, 480 training reviews cut to 32
+    tokens, 30 steps, scored on 200 test reviews: it must learn more than the label frequencies."""
     rows = list(csv.reader(open(os.path.join(FOODS, "train.csv"), encoding="utf-8")))
     test = list(csv.reader(open(os.path.join(FOODS, "test.csv"), encoding="utf-8")))
-    for name, part in (("train", rows[:801]), ("test", test[:201])):
+    for name, part in (("train", rows[:481]), ("test", test[:201])):
         with open(tmp_path / f"{name}.csv", "w", encoding="utf-8", newline="") as f:
             csv.writer(f).writerows(part)
     cfg = FinetuneConfig(init=minilm_dir, train_file=str(tmp_path / "train.csv"),
                          validation_file=str(tmp_path / "test.csv"), max_seq_length=32,
-                         epochs=1, batch_size=16, learning_rate=1e-4, warmup_ratio=0.1)
+                         epochs=1, batch_size=16, learning_rate=2e-4, warmup_ratio=0.1)
     result = finetuner.finetune(cfg, str(tmp_path / "run")).metrics
     great = sum(r[1] == "great" for r in test[1:201]) / 200
     prior = -(great * np.log(great) + (1 - great) * np.log(1 - great))  # loss of label frequencies
-    # 50 steps lift the loss below what the label frequencies alone give; the full recipe (125
-    # steps of 128 tokens, README) is needed before predictions leave the majority class
+    # 30 steps at twice the rate lift the loss below what the label frequencies alone give, and
+    # further below it than 50 steps at 1e-4 did; the full recipe (125 steps of 128 tokens,
+    # README) is what makes predictions leave the majority class reliably
     assert result["validation"]["loss"] < prior - 0.01, (prior, result["validation"])
     assert result["validation"]["accuracy"] >= max(great, 1 - great), result["validation"]
