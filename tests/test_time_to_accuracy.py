@@ -26,7 +26,9 @@ def test_harness_runs_both_frameworks_on_identical_heldout_masks(pretrain_setup,
     keep = [o for o in overrides if "eval_every" not in o and "log_every" not in o]
     monkeypatch.chdir(ROOT)
     monkeypatch.setenv("JAX_PLATFORMS", "cpu")
-    minutes = 0.1  # 6 s of each framework's training clock, compile included
+    # 15 s of each framework's training clock, compile included: a cold compile on a loaded
+    # 2-core machine took 7 s of 6 (one step), so the clock must leave room for several steps
+    minutes = 0.25
     tta = _harness()
     code = tta.main(["--minutes", str(minutes), "--eval-every", "4", "--out", str(tmp_path),
                      "--label", "smoke", *keep, "--config.steps=100000",
