@@ -3,6 +3,7 @@ PyTorch BertForPreTraining trained on one recipe, side by side.
 
     python bench/time_to_accuracy.py [--config configs/pretrain_tiny.py] [--config.FIELD=V ...]
         [--minutes 15] [--eval-every 60] [--frameworks ours,hf] [--out runs/tta] [--label L]
+        [--target 0.25]
     python bench/time_to_accuracy.py --plot runs/tta/a.json runs/tta/b.json --out runs/tta
 
 Both frameworks get the same model (the config's), the same initial weights (ours, converted),
@@ -19,6 +20,13 @@ evaluations excluded (paused after the device is synchronised). Masking for PyTo
 JAX outside its clock. Each framework runs in its own subprocess, one after the other, so
 neither shares the cores with the other. Writes OUT/LABEL.json (both curves and the held-out
 digest each side evaluated), OUT/LABEL.png and OUT/LABEL.md (the table).
+
+`--target ACC` makes minutes to a held-out accuracy the headline: each framework stops at the
+first evaluation that reaches ACC (or at --minutes, the config's steps or its budget), and the
+table gives the minutes each needed, linear between evaluations ("—": not within the run).
+With a time budget the rate still decays over the budget, so give the slower framework a
+budget (and --minutes) long enough to get there: the comparison then holds where one budget
+is not enough for one of them.
 """
 
 from __future__ import annotations
@@ -103,8 +111,9 @@ def digest(batches: list) -> str:
 class Stopwatch:
     """A training clock that pauses for evaluations; `share()` is the time budget's (phases)."""
 
-    def __init__(self, budget_minutes: float):
+    def __init__(self, budget_minutes: float, decay_share: float = 1.0):
         self.budget = budget_minutes * 60.0
+        self.decay_share = decay_share
         self.spent, self.since = 0.0, None
 
     def start(self):
@@ -124,15 +133,18 @@ class Stopwatch:
 def budget_factor(clock: Stopwatch) -> float:
     """The time budget's factor on the step schedule's rate (1 without a budget)."""
     from bert_jax.training import optim
-    return optim.budget_scale(clock.seconds(), clock.budget) if clock.budget else 1.0
+    return (optim.budget_scale(clock.seconds(), clock.budget, clock.decay_share)
+            if clock.budget else 1.0)
 
 
-def train(framework: str, s: Setup, minutes: float, eval_every: float) -> dict:
+def train(framework: str, s: Setup, minutes: float, eval_every: float,
+          target: float = 0.0) -> dict:
     """Train for `minutes` of training clock (or cfg.steps, or the budget, whichever ends
-    first), evaluating at 0 and every `eval_every` seconds; returns the curve."""
+    first, or until an evaluation reaches `target` accuracy when it is > 0), evaluating at 0
+    and every `eval_every` seconds; returns the curve."""
     from bert_jax.training import pretrain
     cfg = s.cfg
-    clock = Stopwatch(cfg.time_budget_minutes)
+    clock = Stopwatch(cfg.time_budget_minutes, cfg.decay_share)
     phase = pretrain.phase_of(cfg, clock if cfg.time_budget_minutes else None)
     trainer = (OursTrainer if framework == "ours" else TorchTrainer)(s)
     limit = minutes * 60.0
@@ -155,7 +167,8 @@ def train(framework: str, s: Setup, minutes: float, eval_every: float) -> dict:
         if clock.seconds() >= next_eval:
             evaluate()
             next_eval += eval_every
-        if clock.seconds() >= limit or step >= cfg.steps:
+        if clock.seconds() >= limit or step >= cfg.steps or (
+                target and points[-1]["mlm_accuracy"] >= target):
             break
         batch = s.data[phase(step)].train_batch(step, cfg.batch_size)
         factor = budget_factor(clock)
@@ -380,27 +393,36 @@ def minutes_to(points: list, accuracy: float):
     return points[0]["minutes"] if points and points[0]["mlm_accuracy"] >= accuracy else None
 
 
-def table(curves: list, reference: str = "") -> str:
-    """Markdown: accuracy at MARKS minutes, steps, and minutes to reach the reference's final
-    accuracy (the HF curve's, when there is one)."""
+def table(curves: list, reference: str = "", target: float = 0.0) -> str:
+    """Markdown: accuracy at MARKS minutes, steps, minutes to reach the reference's final
+    accuracy (the HF curve's, when there is one), and minutes to `target` (when > 0); under
+    the table, the ratio of each curve's minutes to the target over the reference's."""
     ref = next((c for c in curves if c["label"] == reference), None) or next(
         (c for c in curves if c["framework"] == "hf"), None)
-    target = ref["points"][-1]["mlm_accuracy"] if ref else None
     marks = [m for m in MARKS if any(c["points"][-1]["minutes"] >= m - 0.05 for c in curves)]
     marks = marks or [MARKS[0]]
     head = ["run"] + [f"{m} min" for m in marks] + ["final", "steps", "minutes"]
-    if target is not None:
-        head.append(f"min to {target:.3f} ({ref['label']})")
+    final = ref["points"][-1]["mlm_accuracy"] if ref else None
+    if final is not None:
+        head.append(f"min to {final:.3f} ({ref['label']})")
+    if target:
+        head.append(f"min to {target:.3f}")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for c in curves:
         pts = c["points"]
         row = [c["label"]] + [_fmt(at_minutes(pts, m - 0.05 if m == marks[-1] else m))
                               for m in marks]
         row += [f"{pts[-1]['mlm_accuracy']:.3f}", str(c["steps"]), f"{c['seconds'] / 60:.1f}"]
-        if target is not None:
-            reach = minutes_to(pts, target)
+        for goal in ([final] if final is not None else []) + ([target] if target else []):
+            reach = minutes_to(pts, goal)
             row.append("—" if reach is None else f"{reach:.1f}")
         lines.append("| " + " | ".join(row) + " |")
+    reach = {c["label"]: minutes_to(c["points"], target) for c in curves} if target else {}
+    if ref and reach.get(ref["label"]):
+        lines.append("")
+        lines += [f"{label}: {m / reach[ref['label']]:.2f}× {ref['label']}'s minutes to "
+                  f"{target:.3f}" for label, m in reach.items()
+                  if m is not None and label != ref["label"]]
     return "\n".join(lines) + "\n"
 
 
@@ -448,7 +470,7 @@ def worker(args) -> None:
     """One framework's run in this process; its curve as JSON into args.result."""
     cfg = load_config(args.config, args.overrides)
     s = setup(cfg, args.out)
-    curve = train(args.worker, s, args.minutes, args.eval_every)
+    curve = train(args.worker, s, args.minutes, args.eval_every, args.target)
     curve["setup_digest"] = s.digest
     with open(args.result, "w", encoding="utf-8") as f:
         json.dump(curve, f)
@@ -463,6 +485,9 @@ def main(argv=None) -> int:
     parser.add_argument("--frameworks", default="ours,hf")
     parser.add_argument("--out", default="runs/time_to_accuracy")
     parser.add_argument("--label", default="", help="the run's name (default: the overrides)")
+    parser.add_argument("--target", type=float, default=0.0,
+                        help="stop each framework at this held-out MLM accuracy; the table's "
+                             "headline is the minutes each needed")
     parser.add_argument("--plot", nargs="*", help="only plot and tabulate these result JSONs")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
@@ -479,7 +504,8 @@ def main(argv=None) -> int:
         results = [json.load(open(path, encoding="utf-8")) for path in args.plot]
         curves = [c for r in results for c in r["curves"]]
         write_outputs(curves, os.path.join(args.out, args.label or "compare"),
-                      results[0].get("title", "") if len(results) == 1 else results[0]["cpu"])
+                      results[0].get("title", "") if len(results) == 1 else results[0]["cpu"],
+                      args.target or results[0].get("target", 0.0))
         return 0
     label = args.label or (",".join(args.overrides) or "default")
     curves = []
@@ -488,6 +514,7 @@ def main(argv=None) -> int:
         cmd = [sys.executable, os.path.abspath(__file__), "--worker", framework,
                "--result", result, "--config", args.config, "--minutes", str(args.minutes),
                "--eval-every", str(args.eval_every), "--out", args.out,
+               "--target", str(args.target),
                *[f"--config.{o}" for o in args.overrides]]
         subprocess.run(cmd, check=True)
         with open(result, encoding="utf-8") as f:
@@ -499,7 +526,7 @@ def main(argv=None) -> int:
         raise SystemExit("time_to_accuracy: the frameworks evaluated different held-out "
                          "batches: " + ", ".join(c["heldout_digest"] for c in curves))
     write_outputs(curves, os.path.join(args.out, _safe(label)),
-                  f"{args.config} {' '.join(args.overrides)}; {cpu_flags()}")
+                  f"{args.config} {' '.join(args.overrides)}; {cpu_flags()}", args.target)
     return 0
 
 
@@ -507,10 +534,11 @@ def _safe(label: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_.=" else "_" for ch in label)[:120]
 
 
-def write_outputs(curves: list, stem: str, title: str) -> None:
+def write_outputs(curves: list, stem: str, title: str, target: float = 0.0) -> None:
     with open(stem + ".json", "w", encoding="utf-8") as f:
-        json.dump({"title": title, "cpu": cpu_flags(), "curves": curves}, f, indent=1)
-    text = table(curves)
+        json.dump({"title": title, "cpu": cpu_flags(), "curves": curves, "target": target},
+                  f, indent=1)
+    text = table(curves, target=target)
     with open(stem + ".md", "w", encoding="utf-8") as f:
         f.write(f"{title}\n\n{text}")
     plot(curves, stem + ".png", title)

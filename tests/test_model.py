@@ -110,7 +110,8 @@ def test_mlm_at_positions_equals_all_positions_gathered_and_decoder_is_tied():
 
 def test_last_layer_at_positions_equals_the_full_output_gathered():
     """output_positions: the last layer at those rows only, the same numbers; the task models
-    that read only [CLS] or the masked positions use it in forward passes, never in training."""
+    that read only [CLS] or the masked positions use it in forward passes, and the pretraining
+    models in training too ([CLS] and the masked positions)."""
     from bert_jax.models.task_models import BertForMultipleChoice
     ids, types, mask = batch()
     params = BertForPreTraining(TINY).init(jax.random.key(0), ids, types, mask)["params"]
@@ -133,6 +134,15 @@ def test_last_layer_at_positions_equals_the_full_output_gathered():
     mlm = BertForMaskedLM(TINY).apply({"params": params}, ids, types, mask, positions)
     mlm_full = BertForPreTraining(TINY).apply({"params": params}, ids, types, mask, positions)[0]
     np.testing.assert_allclose(mlm, mlm_full, atol=1e-5)
+    # the pretraining heads on every position's full last layer, gathered: the same logits
+    everywhere, nsp = BertForPreTraining(TINY).apply({"params": params}, ids, types, mask)
+    np.testing.assert_allclose(mlm_full, pick(everywhere), atol=1e-5)
+    no_dropout = BertForPreTraining(TINY.replace(hidden_dropout_prob=0.0,
+                                                 attention_probs_dropout_prob=0.0))
+    train = no_dropout.apply({"params": params}, ids, types, mask, positions,
+                             deterministic=False, rngs={"dropout": jax.random.key(2)})
+    np.testing.assert_allclose(train[0], pick(everywhere), atol=1e-5)
+    np.testing.assert_allclose(train[1], nsp, atol=1e-5)  # the pooler still reads [CLS]
     for module, x in ((BertForSequenceClassification, (ids, types, mask)),
                       (BertForMultipleChoice, tuple(np.stack([a, a[::-1]], 1)
                                                     for a in (ids, types, mask)))):

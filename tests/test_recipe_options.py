@@ -9,11 +9,11 @@ import os
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 import pytest
 from conftest import train_here
 
 from bert_jax.data import masking, tokenizer
+from bert_jax.errors import BertJaxError
 from bert_jax.models import BertConfig, BertForPreTraining
 from bert_jax.training import optim, pretrain, pretrain_config, steps, time_budget
 from bert_jax.training.pretrain_config import PretrainConfig
@@ -75,7 +75,6 @@ def test_an_explicit_prediction_cap_below_the_rate_is_named():
     ("phase1_seq_length", 128, "phase1_seq_length"), ("phase1_seq_length", 4, "from 8"),
     ("time_budget_minutes", -1.0, "time_budget_minutes"), ("masked_lm_prob", 0.0, "(0, 1)")])
 def test_bad_recipe_values_are_refused_naming_the_field(field, value, needle):
-    from bert_jax.errors import BertJaxError
     cfg = PretrainConfig(phase1_share=0.5).replace(**{field: value})
     with pytest.raises(BertJaxError, match=needle.replace("(", r"\(").replace(")", r"\)")):
         pretrain_config.validate(cfg)
@@ -148,6 +147,38 @@ def test_budget_schedule_warms_up_by_steps_and_decays_with_the_clock():
     assert optim.budget_scale(0.0, 60.0) == 1.0
     assert optim.budget_scale(45.0, 60.0) == pytest.approx(0.25)
     assert optim.budget_scale(90.0, 60.0) == 0.0
+
+
+def test_warmup_stable_decay_holds_the_peak_then_decays_over_the_last_share():
+    linear = optim.learning_rate_schedule(1e-3, 10, 110)
+    wsd = pretrain.learning_rate_schedule(PretrainConfig(learning_rate=1e-3, warmup_steps=10,
+                                                         steps=110, decay_share=0.2))
+    assert [float(wsd(s)) for s in (0, 5)] == [float(linear(s)) for s in (0, 5)]
+    assert float(wsd(10)) == float(wsd(88)) == pytest.approx(1e-3)  # stable to step 88
+    assert float(wsd(99)) == pytest.approx(0.5e-3) and float(wsd(110)) == 0.0
+    assert float(linear(60)) == pytest.approx(0.5e-3)  # decay_share 1: today's linear decay
+    assert optim.budget_scale(30.0, 60.0, decay_share=0.25) == 1.0
+    assert optim.budget_scale(52.5, 60.0, decay_share=0.25) == pytest.approx(0.5)
+    assert optim.budget_scale(60.0, 60.0, decay_share=0.25) == 0.0
+    clock = time_budget.Clock(1.0, "unused", is_main=False, decay_share=0.5)
+    clock.value = 45.0
+    assert clock.rate_scale() == pytest.approx(0.5)
+    with pytest.raises(BertJaxError, match="config.decay_share"):
+        pretrain_config.validate(PretrainConfig(decay_share=0.0))
+
+
+def test_initializer_range_sets_the_models_init_scale():
+    cfg = PretrainConfig(model="tiny", initializer_range=0.05)
+    config = pretrain.model_config(cfg, 300)
+    assert config.initializer_range == 0.05
+    assert pretrain.model_config(PretrainConfig(model="tiny"), 300).initializer_range == 0.02
+    ids = np.ones((1, 8), np.int32)
+    params = BertForPreTraining(config).init(jax.random.key(0), ids)["params"]
+    kernel = np.asarray(params["bert"]["encoder"]["layer_0"]["attention"]["query"]["kernel"])
+    # a normal truncated at two σ has standard deviation 0.88 σ
+    assert kernel.std() == pytest.approx(0.88 * 0.05, rel=0.05)
+    with pytest.raises(BertJaxError, match="config.initializer_range"):
+        pretrain_config.validate(PretrainConfig(initializer_range=0.0))
 
 
 def test_a_clock_resumes_the_time_its_checkpoint_had_spent(tmp_path):

@@ -67,3 +67,9 @@ def test_table_reports_accuracy_at_marks_and_minutes_to_the_reference():
     text = tta.table([ours, hf])
     assert "| ours | 0.080 | 0.200 | 0.300 |" in text and "min to 0.200 (hf)" in text
     assert text.splitlines()[2].endswith("| 5.0 |")
+    text = tta.table([ours, hf], target=0.2)  # minutes to 0.2: ours 5, theirs 15
+    assert "| min to 0.200 (hf) | min to 0.200 |" in text
+    assert text.splitlines()[2].endswith("| 5.0 | 5.0 |")
+    assert text.splitlines()[3].endswith("| 15.0 | 15.0 |")
+    assert text.splitlines()[-1] == "ours: 0.33× hf's minutes to 0.200"
+    assert "—" in tta.table([ours, hf], target=0.5).splitlines()[2]  # not reached

@@ -14,11 +14,6 @@ from bert_jax.models.ops import matmul
 from bert_jax.models.ops.dense import Dense
 
 
-def gather_positions(sequence_output, positions):
-    """(B, L, H) gathered at (B, P) positions → (B, P, H)."""
-    return jnp.take_along_axis(sequence_output, positions[..., None].astype(jnp.int32), axis=1)
-
-
 class MlmHead(nn.Module):
     """transform (dense + act + LayerNorm) → decoder (tied to the word embeddings) + own bias."""
 

@@ -9,18 +9,25 @@ import jax.numpy as jnp
 import optax
 
 
-def learning_rate_schedule(peak: float, warmup_steps: int, total_steps: int) -> optax.Schedule:
+def learning_rate_schedule(peak: float, warmup_steps: int, total_steps: int,
+                           decay_share: float = 1.0) -> optax.Schedule:
     """0 → peak linearly over warmup_steps, then from peak at warmup_steps linearly to 0 at
     total_steps: Hugging Face's get_linear_schedule_with_warmup.
 
     Not google-research/bert's: its decay runs from step 0 (peak·(1 − step/total)) and the
     warm-up only overrides it while step < warmup, so the rate drops from the peak to
     peak·(1 − warmup/total) at the end of the warm-up. Ours reaches the full peak there.
+
+    decay_share < 1 holds the peak until the last decay_share of total_steps and decays only
+    over those (warm-up–stable–decay, as MiniCPM's WSD; the decay never starts before the
+    warm-up ends): a short run spends longer at its highest rate.
     """
+    decay_from = max(warmup_steps, total_steps - round(decay_share * total_steps))
     return optax.join_schedules(
         [optax.linear_schedule(0.0, peak, max(warmup_steps, 1)),
-         optax.linear_schedule(peak, 0.0, max(total_steps - warmup_steps, 1))],
-        boundaries=[warmup_steps])
+         optax.constant_schedule(peak),
+         optax.linear_schedule(peak, 0.0, max(total_steps - decay_from, 1))],
+        boundaries=[warmup_steps, decay_from])
 
 
 def warmup_then_constant(peak: float, warmup_steps: int) -> optax.Schedule:
@@ -31,10 +38,13 @@ def warmup_then_constant(peak: float, warmup_steps: int) -> optax.Schedule:
         boundaries=[warmup_steps])
 
 
-def budget_scale(elapsed_seconds: float, budget_seconds: float) -> float:
-    """1 − elapsed/budget, floored at 0: the factor that takes a time-budget run's rate
-    linearly to 0 when its budget ends, as the step schedule does at `steps`."""
-    return max(0.0, 1.0 - elapsed_seconds / budget_seconds)
+def budget_scale(elapsed_seconds: float, budget_seconds: float,
+                 decay_share: float = 1.0) -> float:
+    """The factor that takes a time-budget run's rate linearly to 0 when its budget ends, as
+    the step schedule does at `steps`: 1 − elapsed/budget, floored at 0; with decay_share < 1,
+    1 until the last decay_share of the budget, then linearly to 0 over it."""
+    left = max(0.0, 1.0 - elapsed_seconds / budget_seconds)
+    return min(1.0, left / decay_share)
 
 
 def decay_mask(params):
@@ -76,7 +86,8 @@ def make_optimizer(cfg, schedule: Optional[optax.Schedule] = None
     it too); None builds learning_rate_schedule from cfg.
     """
     if schedule is None:
-        schedule = learning_rate_schedule(cfg.learning_rate, cfg.warmup_steps, cfg.steps)
+        schedule = learning_rate_schedule(cfg.learning_rate, cfg.warmup_steps, cfg.steps,
+                                          getattr(cfg, "decay_share", 1.0))
     if cfg.optimizer == "lamb":
         update = lamb(schedule, cfg.adam_b1, cfg.adam_b2, cfg.adam_eps, cfg.weight_decay)
     else:

@@ -70,7 +70,7 @@ def pretrain(cfg: pretrain_config.PretrainConfig, workdir: str) -> run.JobResult
 
         clock = None
         if cfg.time_budget_minutes:
-            clock = time_budget.Clock(cfg.time_budget_minutes, workdir, main)
+            clock = time_budget.Clock(cfg.time_budget_minutes, workdir, main, cfg.decay_share)
             clock.resume(int(sharding.fetch(state.step)))
         jitted = run.jit_train_step(
             ctx, steps.make_pretrain_step(spec, schedule, cfg.grad_accum_steps, lookup,
@@ -114,7 +114,8 @@ def learning_rate_schedule(cfg: pretrain_config.PretrainConfig):
     which the clock's rate_scale takes to 0 when the budget ends."""
     if cfg.time_budget_minutes:
         return optim.warmup_then_constant(cfg.learning_rate, cfg.warmup_steps)
-    return optim.learning_rate_schedule(cfg.learning_rate, cfg.warmup_steps, cfg.steps)
+    return optim.learning_rate_schedule(cfg.learning_rate, cfg.warmup_steps, cfg.steps,
+                                        cfg.decay_share)
 
 
 def masking_spec(cfg: pretrain_config.PretrainConfig, tok) -> masking.MaskingSpec:
@@ -188,6 +189,8 @@ def model_config(cfg: pretrain_config.PretrainConfig, vocab_size: int) -> BertCo
     if cfg.dropout is not None:
         config = config.replace(hidden_dropout_prob=cfg.dropout,
                                 attention_probs_dropout_prob=cfg.dropout)
+    if cfg.initializer_range is not None:
+        config = config.replace(initializer_range=cfg.initializer_range)
     if cfg.max_seq_length > config.max_position_embeddings:
         raise BertJaxError(f"config.max_seq_length: {cfg.max_seq_length} exceeds the model's "
                            f"max_position_embeddings ({config.max_position_embeddings})")

@@ -33,6 +33,7 @@ class PretrainConfig:
     dropout: Optional[float] = None  # hidden and attention dropout; None keeps the model's (0.1)
     objective: str = "mlm+nsp"  # mlm+nsp: sentence pairs, MLM + NSP | mlm: packed rows, MLM only
     position_init: str = "normal"  # normal (the original) | sinusoidal (a start, still learned)
+    initializer_range: Optional[float] = None  # σ of the weights' init; None keeps the model's
     # data
     train_files: str = "data/austen/*.txt"  # glob of UTF-8 text files, one document per file
     documents: str = "file"  # "file": one document a file; "blank_line": split at blank lines
@@ -62,6 +63,8 @@ class PretrainConfig:
     time_budget_minutes: float = 0.0  # > 0: the rate decays to 0 with the clock, stop at the end
     learning_rate: float = 1e-4  # peak learning rate
     warmup_steps: int = 100  # linear warmup, then linear decay to 0 at `steps` (or the budget)
+    decay_share: float = 1.0  # the rate decays over this last share of the run (1: all of it
+    # after the warm-up; 0.2 holds the peak for the first 80%: warm-up–stable–decay)
     weight_decay: float = 0.01  # decoupled, on ≥2-D params only (not biases, not LayerNorm)
     optimizer: str = "adamw"  # adamw | lamb
     adam_b1: float = 0.9
@@ -113,7 +116,11 @@ def validate(cfg: PretrainConfig) -> PretrainConfig:
     check_fields(cfg, at_least_one=_POSITIVE, non_negative=_NON_NEGATIVE, choices=_CHOICES,
                  fractions=("masked_lm_prob", "short_seq_prob", "eval_fraction")
                  + (("dropout",) if cfg.dropout is not None else ()),
-                 positive=("learning_rate", "adam_eps", "max_grad_norm"))
+                 positive=("learning_rate", "adam_eps", "max_grad_norm")
+                 + (("initializer_range",) if cfg.initializer_range is not None else ()))
+    if not 0.0 < cfg.decay_share <= 1.0:
+        raise BertJaxError(f"config.decay_share: expected a share in (0, 1], got "
+                           f"{cfg.decay_share}")
     if not 0 <= cfg.time_budget_minutes < math.inf:
         raise BertJaxError(f"config.time_budget_minutes: expected minutes ≥ 0 (0 = none), got "
                            f"{cfg.time_budget_minutes}")

@@ -29,8 +29,9 @@ FILE = paths.TIME_BUDGET
 class Clock:
     """The training clock of a time-budget run; `tick()` once per step, before the step."""
 
-    def __init__(self, minutes: float, workdir: str, is_main: bool):
+    def __init__(self, minutes: float, workdir: str, is_main: bool, decay_share: float = 1.0):
         self.budget = minutes * 60.0
+        self.decay_share = decay_share  # the rate decays over the budget's last share
         self.path = os.path.join(workdir, FILE)
         self.is_main = is_main
         self.offset = 0.0  # seconds spent before this process started (a resumed run)
@@ -67,8 +68,9 @@ class Clock:
         return self.value / self.budget
 
     def rate_scale(self) -> float:
-        """The factor on the step schedule's rate at the last tick: 1 → 0 over the budget."""
-        return optim.budget_scale(self.value, self.budget)
+        """The factor on the step schedule's rate at the last tick: 1 → 0 over the budget (its
+        last decay_share)."""
+        return optim.budget_scale(self.value, self.budget, self.decay_share)
 
     def expired(self) -> bool:
         return self.value >= self.budget
