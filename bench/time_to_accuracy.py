@@ -158,8 +158,10 @@ def train(framework: str, s: Setup, minutes: float, eval_every: float,
         values = trainer.evaluate()
         points.append(dict(values, minutes=clock.seconds() / 60, step=step))
         print(f"{framework} {clock.seconds() / 60:6.2f} min step {step:6d}: "
-              f"MLM accuracy {values['mlm_accuracy']:.4f} loss {values['mlm_loss']:.3f}",
-              flush=True)
+              f"MLM accuracy {values['mlm_accuracy']:.4f} loss {values['mlm_loss']:.3f}"
+              + (" neighbour attention " + " ".join(
+                  f"{x:.2f}" for x in values["neighbour_attention"])
+                 if "neighbour_attention" in values else ""), flush=True)
         clock.start()
 
     clock.start()
@@ -215,6 +217,7 @@ class OursTrainer:
         self.eval_fn = jax.jit(
             lambda p, b: steps.pretraining_metrics(model.apply, p, b, True, nsp=nsp),
             compiler_options=xla_options.forward())
+        self.neighbours_fn = jax.jit(lambda p, b: neighbour_attention(s.config, p, b))
 
     def prepare(self, step, batch):
         return batch  # masked inside the step, on the clock
@@ -237,7 +240,31 @@ class OursTrainer:
         for batch in self.heldout:
             m = self.jax.device_get(self.eval_fn(self.state.params, batch))
             totals = m if totals is None else losses.add(totals, m)
-        return losses.means(totals)
+        values = losses.means(totals)
+        values["neighbour_attention"] = [float(x) for x in self.neighbours_fn(
+            self.state.params, self.heldout[0])]
+        return values
+
+
+def neighbour_attention(config, params, batch):
+    """Per layer, the most any head attends from a real token to its two neighbours (the
+    attention mass at offsets ±1, averaged over query positions): near 2/length while attention
+    is spread evenly (the plateau), towards 1 once a head reads the adjacent words."""
+    import jax.numpy as jnp
+
+    from bert_jax.models import BertModel
+    out = BertModel(config).apply({"params": params["bert"]}, batch["input_ids"],
+                                  batch["token_type_ids"], batch["attention_mask"],
+                                  output_attentions=True)
+    mask = batch["attention_mask"].astype(jnp.float32)  # (B, L)
+    offsets = jnp.abs(jnp.arange(mask.shape[1])[:, None] - jnp.arange(mask.shape[1])[None])
+    near = (offsets == 1).astype(jnp.float32)  # (L, L)
+    result = []
+    for probs in out.attentions:  # (B, N, L, L)
+        mass = (probs * near).sum(-1)  # (B, N, L): each query's mass on its neighbours
+        per_head = (mass * mask[:, None]).sum((0, 2)) / mask.sum()
+        result.append(per_head.max())
+    return jnp.stack(result)
 
 
 def initial_params(s: Setup):
@@ -251,8 +278,8 @@ def initial_params(s: Setup):
     from bert_jax.training import initial_params as start
     model = BertForPreTraining(s.config)
     ids = jnp.zeros((1, s.cfg.max_seq_length), jnp.int32)
-    return jax.jit(lambda key: start.with_position_init(
-        model.init(key, ids)["params"], s.config, s.cfg.position_init))(rng.init_key(s.cfg.seed))
+    return jax.jit(lambda key: start.starting_params(
+        model.init(key, ids)["params"], s.config, s.cfg))(rng.init_key(s.cfg.seed))
 
 
 class TorchTrainer:

@@ -103,7 +103,8 @@ def pretrain_setup(tmp_path_factory):
                  # step-based, with dropout and the original init, whatever the default run's
                  # recipe: resumes are bit-identical and dropout's keys are exercised
                  "--config.time_budget_minutes=0", "--config.dropout=0.1",
-                 "--config.position_init=normal"]
+                 "--config.position_init=normal", "--config.position_scale=1",
+                 "--config.mimetic_qk=0"]
     return base, overrides
 
 

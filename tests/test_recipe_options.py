@@ -196,7 +196,7 @@ def test_a_clock_resumes_the_time_its_checkpoint_had_spent(tmp_path):
 def test_a_time_budget_stops_the_run_checkpointed_and_exported(pretrain_setup, tmp_path,
                                                                caplog):
     base, overrides = pretrain_setup
-    budget = 0.15  # minutes: 9 s, compile included
+    budget = 0.25  # minutes: 15 s, compile included (9 s left one step on a loaded machine)
     code = train_here(tmp_path, [*overrides, f"--config.time_budget_minutes={budget}",
                                  "--config.steps=1000000", "--config.warmup_steps=5",
                                  "--config.learning_rate=1e-3",
@@ -237,3 +237,48 @@ def test_sinusoidal_position_init_starts_positions_by_distance_and_keeps_the_res
                if not np.array_equal(a, b)]
     assert changed == ["['bert']['embeddings']['position_embeddings']['embedding']"]
     assert initial_params.with_position_init(params, config, "normal") is params
+
+
+def test_position_scale_and_mimetic_attention_start_where_they_say_and_keep_the_rest():
+    import importlib.util
+    import sys
+
+    from conftest import ROOT
+
+    from bert_jax.training import initial_params
+    config = BertConfig.preset("tiny", vocab_size=300)
+    params = BertForPreTraining(config).init(jax.random.key(0),
+                                             jnp.zeros((1, 8), jnp.int32))["params"]
+    sinusoids = initial_params.with_position_init(params, config, "sinusoidal")
+    cfg = PretrainConfig(position_init="sinusoidal", position_scale=4.0, mimetic_qk=0.12)
+    started = initial_params.starting_params(params, config, cfg)
+    position = lambda p: np.asarray(p["bert"]["embeddings"]["position_embeddings"]["embedding"])  # noqa: E731,E501
+    np.testing.assert_allclose(position(started), 4.0 * position(sinusoids), rtol=1e-6)
+    for name, layer in started["bert"]["encoder"].items():
+        query, key = (np.asarray(layer["attention"][k]["kernel"]) for k in ("query", "key"))
+        np.testing.assert_array_equal(query, key)  # W_q W_kᵀ starts positive semi-definite
+        assert query.std() == pytest.approx(0.12, rel=0.05)
+        before = np.asarray(params["bert"]["encoder"][name]["attention"]["query"]["kernel"])
+        np.testing.assert_allclose(query / before, 0.12 / (0.8796 * 0.02), rtol=1e-5)
+    flat = lambda t: jax.tree_util.tree_leaves_with_path(t)  # noqa: E731
+    changed = {jax.tree_util.keystr(k) for (k, a), (_, b) in zip(flat(params), flat(started))
+               if not np.array_equal(a, b)}
+    assert changed == {"['bert']['embeddings']['position_embeddings']['embedding']"} | {
+        f"['bert']['encoder']['layer_{i}']['attention']['{k}']['kernel']"
+        for i in range(2) for k in ("query", "key")}
+    assert initial_params.starting_params(params, config, PretrainConfig()) is params
+    # what it is for: the attention starts on each token's neighbours, not spread evenly
+    spec = importlib.util.spec_from_file_location(
+        "time_to_accuracy", os.path.join(ROOT, "bench", "time_to_accuracy.py"))
+    tta = importlib.util.module_from_spec(spec)
+    sys.modules["time_to_accuracy"] = tta  # its dataclass looks its module up
+    spec.loader.exec_module(tta)
+    ids = np.random.default_rng(0).integers(5, 300, (2, 64)).astype(np.int32)
+    batch = dict(input_ids=ids, token_type_ids=np.zeros_like(ids), attention_mask=np.ones_like(ids))
+    spread = np.asarray(tta.neighbour_attention(config, sinusoids, batch))
+    local = np.asarray(tta.neighbour_attention(config, started, batch))
+    assert np.all(spread < 3 / 64) and np.all(local > 0.15)
+    with pytest.raises(BertJaxError, match="config.mimetic_qk"):
+        pretrain_config.validate(PretrainConfig(mimetic_qk=-0.1))
+    with pytest.raises(BertJaxError, match="config.position_scale"):
+        pretrain_config.validate(PretrainConfig(position_scale=0.0))

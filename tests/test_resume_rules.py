@@ -38,11 +38,14 @@ def params_of(workdir):
 
 @pytest.fixture(scope="module")
 def reference(pretrain_setup, tmp_path_factory):
-    """An uninterrupted 8-step run, checkpointed at 4 and 8."""
+    """An uninterrupted 8-step run, checkpointed at 4 and 8, started as the default recipe
+    starts (sinusoidal positions at 4×, mimetic attention)."""
     monkeypatch = pytest.MonkeyPatch()
     base = tmp_path_factory.mktemp("resume_rules")
     monkeypatch.chdir(base)  # the prepared-data cache and XLA's land here, not in the checkout
     _, overrides = pretrain_setup
+    overrides = [*overrides, "--config.position_init=sinusoidal", "--config.position_scale=4",
+                 "--config.mimetic_qk=0.12"]
     assert pretrain(base / "ref", overrides) == 0
     yield base, overrides
     monkeypatch.undo()
@@ -64,6 +67,20 @@ def test_a_resume_with_other_intervals_is_bit_identical(reference, tmp_path, mon
     assert saved["resumes"][0]["changed"] == {"log_every": [1, 3], "eval_every": [0, 5]}
     assert "resuming from step 4 with config.log_every 1 → 3, config.eval_every 0 → 5" in \
         caplog.text
+
+
+def test_a_fresh_run_of_the_same_recipe_is_bit_identical(reference, tmp_path, monkeypatch):
+    """Step-based, the default recipe's start: the same vocabulary, losses and weights."""
+    from bert_jax.runtime.metric_writer import read_metrics
+    base, overrides = reference
+    monkeypatch.chdir(base)
+    assert pretrain(tmp_path / "again", overrides) == 0
+    ref, again = params_of(base / "ref"), params_of(tmp_path / "again")
+    assert all(np.array_equal(ref[k], again[k]) for k in ref)
+    losses = lambda w: [r["loss"] for r in read_metrics(str(w)) if r["split"] == "train"]  # noqa
+    assert len(losses(base / "ref")) == 8 and losses(tmp_path / "again") == losses(base / "ref")
+    assert open(base / "ref" / "vocab" / "vocab.txt").read() == \
+        open(tmp_path / "again" / "vocab" / "vocab.txt").read()
 
 
 def test_a_resume_with_more_steps_trains_on_and_records_both(reference, tmp_path, monkeypatch):

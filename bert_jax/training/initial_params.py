@@ -29,13 +29,47 @@ def sinusoids(positions: int, features: int, std: float) -> np.ndarray:
     return (table * std * np.sqrt(2.0)).astype(np.float32)
 
 
-def with_position_init(params: dict, config, kind: str) -> dict:
+def starting_params(params: dict, config, cfg) -> dict:
+    """A freshly initialised BertFor* tree as a PretrainConfig `cfg` starts it: its position
+    embeddings (cfg.position_init) and its attention (cfg.mimetic_qk)."""
+    return with_mimetic_qk(with_position_init(params, config, cfg.position_init,
+                                              cfg.position_scale), config, cfg.mimetic_qk)
+
+
+def with_mimetic_qk(params: dict, config, std: float) -> dict:
+    """Every layer's query kernel rescaled to standard deviation `std` and the key kernel
+    started as a copy of it (biases stay 0); `std` 0 leaves the params unchanged.
+
+    Mimetic initialisation (Trockman & Kolter, 2023): with W_k = W_q, each head's W_q W_kᵀ is
+    positive semi-definite, so a query's logit is highest for the keys most like it: itself,
+    and with sinusoidal positions the positions nearest it. Attention starts local instead of
+    uniform, which is what the early MLM plateau lacks (bench/RESULTS.md, neighbour
+    attention). The copy is only where training starts: both kernels are trained freely, and
+    the model is an unchanged BERT. A head's logit for a unit-variance input and itself is
+    about std² · H² / N / √(H/N) (64 · 128 · std² / 8 for BERT-tiny: 2.6 at std 0.05).
+    """
+    if not std:
+        return params
+    scale = std / (0.8796 * config.initializer_range)  # a 2σ-truncated normal's std is 0.88σ
+    layers = dict(params["bert"]["encoder"])
+    for name, layer in layers.items():
+        attention = dict(layer["attention"])
+        query = dict(attention["query"], kernel=attention["query"]["kernel"] * scale)
+        attention["query"] = query
+        attention["key"] = dict(attention["key"], kernel=query["kernel"])
+        layers[name] = dict(layer, attention=attention)
+    return dict(params, bert=dict(params["bert"], encoder=layers))
+
+
+def with_position_init(params: dict, config, kind: str, scale: float = 1.0) -> dict:
     """`params` (a BertFor* tree, the encoder under "bert") with the position embeddings
-    started as `kind` ("normal": unchanged)."""
-    if kind == "normal":
+    started as `kind` ("normal": unchanged), times `scale`: above 1, positions weigh more than
+    the token embeddings (both σ initializer_range) in the first LayerNorm's output."""
+    if kind == "normal" and scale == 1.0:
         return params
     table = params["bert"]["embeddings"]["position_embeddings"]["embedding"]
-    start = sinusoids(table.shape[0], table.shape[1], config.initializer_range)
+    start = (table if kind == "normal" else
+             sinusoids(table.shape[0], table.shape[1], config.initializer_range)) * scale
     embeddings = dict(params["bert"]["embeddings"],
                       position_embeddings={"embedding": jnp.asarray(start, table.dtype)})
     return dict(params, bert=dict(params["bert"], embeddings=embeddings))

@@ -60,8 +60,7 @@ def pretrain(cfg: pretrain_config.PretrainConfig, workdir: str) -> run.JobResult
         state = run.init_state(ctx, model, optim.make_optimizer(cfg, schedule),
                                seq_len=cfg.max_seq_length, seed=cfg.seed,
                                pretrained=pretrained, source=cfg.init_from,
-                               start=lambda p: initial_params.with_position_init(
-                                   p, config, cfg.position_init))
+                               start=lambda p: initial_params.starting_params(p, config, cfg))
         del pretrained
         state = run.restore_latest(ctx, state)
         log.info("run %s\nmodel %s\n%s", json.dumps(dataclasses.asdict(cfg), sort_keys=True),

@@ -34,6 +34,9 @@ class PretrainConfig:
     objective: str = "mlm+nsp"  # mlm+nsp: sentence pairs, MLM + NSP | mlm: packed rows, MLM only
     position_init: str = "normal"  # normal (the original) | sinusoidal (a start, still learned)
     initializer_range: Optional[float] = None  # σ of the weights' init; None keeps the model's
+    position_scale: float = 1.0  # the position embeddings' init times this
+    mimetic_qk: float = 0.0  # > 0: query kernels start at this σ, key kernels as their copies
+    #   (mimetic init: attention starts local, not uniform); 0: the original init
     # data
     train_files: str = "data/austen/*.txt"  # glob of UTF-8 text files, one document per file
     documents: str = "file"  # "file": one document a file; "blank_line": split at blank lines
@@ -117,7 +120,11 @@ def validate(cfg: PretrainConfig) -> PretrainConfig:
                  fractions=("masked_lm_prob", "short_seq_prob", "eval_fraction")
                  + (("dropout",) if cfg.dropout is not None else ()),
                  positive=("learning_rate", "adam_eps", "max_grad_norm")
+                 + ("position_scale",)
                  + (("initializer_range",) if cfg.initializer_range is not None else ()))
+    if cfg.mimetic_qk < 0:
+        raise BertJaxError(f"config.mimetic_qk: expected a standard deviation ≥ 0 (0 = off), "
+                           f"got {cfg.mimetic_qk}")
     if not 0.0 < cfg.decay_share <= 1.0:
         raise BertJaxError(f"config.decay_share: expected a share in (0, 1], got "
                            f"{cfg.decay_share}")

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The pretraining levers of bench/RESULTS.md ("Pretraining levers"), each a run of ours alone
+# on the recipe the levers were measured against (configs/pretrain_tiny.py before the mimetic
+# init became its default: `old` below) with one change, under the same short time budget, one
+# after the other on a quiet machine, evaluated every 30 s of training clock:
+#     bash bench/pretrain_levers.sh [MINUTES] [NAME ...]    (default: 5 minutes, every lever)
+# Curves: runs/levers/NAME.json (.md, .png); compare: python bench/time_to_accuracy.py --plot
+# runs/levers/*.json --out runs/levers --label all
+set -euo pipefail
+cd "$(dirname "$0")/.."
+minutes=${1:-5}
+shift || true
+heads4=runs/levers/heads4.json
+mkdir -p runs/levers
+python - "$heads4" <<'PY'
+import sys
+from bert_jax.models import BertConfig
+BertConfig.preset("tiny", vocab_size=8192, num_attention_heads=4).to_json_file(sys.argv[1])
+PY
+old="--config.position_scale=1 --config.mimetic_qk=0"  # the default before the levers
+declare -A lever=(
+  [base]=""
+  [mask30]="--config.masked_lm_prob=0.3 --config.max_predictions_per_seq=0"
+  [mask40]="--config.masked_lm_prob=0.4 --config.max_predictions_per_seq=0"
+  [b2_098_clip05]="--config.adam_b2=0.98 --config.max_grad_norm=0.5"
+  [wsd30]="--config.decay_share=0.3"
+  [init01]="--config.initializer_range=0.01"
+  [init05]="--config.initializer_range=0.05"
+  [heads4]="--config.model=$heads4"
+  [lr3e3_b2_098]="--config.learning_rate=3e-3 --config.adam_b2=0.98"
+  [batch64]="--config.batch_size=64"
+  [bf16]="--config.dtype=bfloat16"
+  [mimetic08]="--config.mimetic_qk=0.08"
+  [mimetic12]="--config.mimetic_qk=0.12"
+  [pos4]="--config.position_scale=4"
+  [mimetic12_pos4]="--config.mimetic_qk=0.12 --config.position_scale=4"
+  [mimetic08_pos4]="--config.mimetic_qk=0.08 --config.position_scale=4"
+)
+names=("$@")
+[ ${#names[@]} -gt 0 ] || names=(base mask30 mask40 b2_098_clip05 wsd30 init01 init05 heads4 lr3e3_b2_098 batch64 bf16
+                               mimetic08 mimetic12 pos4 mimetic12_pos4 mimetic08_pos4)
+for name in "${names[@]}"; do
+  # shellcheck disable=SC2086
+  python bench/time_to_accuracy.py --frameworks ours --minutes "$minutes" --eval-every 30 \
+    --out runs/levers --label "$name" --config.time_budget_minutes="$minutes" $old ${lever[$name]}
+done
