@@ -137,6 +137,7 @@ class OptimizerSettings:
     adam_b2: float
     adam_eps: float
     max_grad_norm: float
+    decay_share: float = 1.0  # fine-tuning decays over everything after the warm-up
 
 
 def optimizer_settings(cfg: FinetuneConfig, steps: int) -> OptimizerSettings:

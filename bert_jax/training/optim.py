@@ -87,7 +87,7 @@ def make_optimizer(cfg, schedule: Optional[optax.Schedule] = None
     """
     if schedule is None:
         schedule = learning_rate_schedule(cfg.learning_rate, cfg.warmup_steps, cfg.steps,
-                                          getattr(cfg, "decay_share", 1.0))
+                                          cfg.decay_share)
     if cfg.optimizer == "lamb":
         update = lamb(schedule, cfg.adam_b1, cfg.adam_b2, cfg.adam_eps, cfg.weight_decay)
     else:

@@ -92,7 +92,7 @@ def init_state(ctx: RunContext, model, tx, *, seq_len: int, seed: int,
 
     The model is initialised on input_ids of `input_shape` (default (1, seq_len); multiple
     choice takes (1, C, L)). `start(params)` (pure) changes a fresh init where it begins
-    (pretraining's position_init); pretrained groups replace its result."""
+    (pretraining's position and attention init); pretrained groups replace its result."""
     replicated = sharding.replicated(ctx.mesh)
     ids = jnp.zeros(input_shape or (1, seq_len), jnp.int32)
     start = start or (lambda p: p)
