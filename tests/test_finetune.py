@@ -296,3 +296,56 @@ def test_minilm_learns_fine_foods(minilm_dir, tmp_path):
     # README) is what makes predictions leave the majority class reliably
     assert result["validation"]["loss"] < prior - 0.01, (prior, result["validation"])
     assert result["validation"]["accuracy"] >= max(great, 1 - great), result["validation"]
+
+
+@pytest.mark.parametrize("kind", ["normal", "truncated_normal"])
+def test_head_init_draws_the_fresh_head(tiny, tmp_path, kind):
+    """config.head_init: "normal" starts the classifier at transformers' plain normal (σ the
+    model's initializer_range) from the run's HEAD stream; the default keeps the original's
+    2σ-truncated draw. A rate of 1e-12 leaves the kept model at its start (Adam moves a weight
+    by about the rate a step)."""
+    import jax
+    from bert_jax.runtime import rng
+    from bert_jax.training.initial_params import with_head_init
+    result = finetuner.finetune(config(tiny, epochs=1, learning_rate=1e-12, head_init=kind,
+                                       seed=3), str(tmp_path / "w"))
+    _, params = pretrained.load_model_dir(str(tmp_path / "w" / "model"))
+    kernel = np.asarray(params["classifier"]["kernel"])
+    assert kernel.shape == (32, 2) and result.steps == 4
+    np.testing.assert_allclose(np.asarray(params["classifier"]["bias"]), 0.0, atol=1e-9)
+    if kind == "normal":
+        fresh = {"classifier": {"kernel": np.zeros((32, 2), np.float32),
+                                "bias": np.zeros(2, np.float32)}}
+        drawn = with_head_init(fresh, "classifier", "normal", 0.02, rng.head_key(3))
+        np.testing.assert_allclose(kernel, drawn["classifier"]["kernel"], atol=1e-9)
+        assert drawn["classifier"]["bias"] is fresh["classifier"]["bias"]
+    else:
+        assert np.abs(kernel).max() <= 2 * 0.02 + 1e-9
+        assert jax.tree.leaves(with_head_init(params, "classifier", kind, 0.02, None))[0] is \
+            jax.tree.leaves(params)[0]
+
+
+def test_head_init_distributions():
+    """"normal" is a plain normal (4.6% of draws beyond 2σ, σ as asked); the default, truncated
+    at 2σ, has none; other groups and biases are untouched; an unknown kind is refused."""
+    import jax
+    from bert_jax.models import BertConfig, BertForTokenClassification
+    from bert_jax.runtime import rng
+    from bert_jax.training.initial_params import with_head_init
+    from bert_jax.training.finetune_config import validate
+    from bert_jax.errors import BertJaxError
+    cfg = BertConfig(vocab_size=50, hidden_size=512, num_hidden_layers=1, num_attention_heads=4,
+                     intermediate_size=64, max_position_embeddings=16,
+                     id2label=tuple(f"t{i}" for i in range(200)))
+    params = BertForTokenClassification(cfg).init(jax.random.key(0),
+                                                  np.ones((1, 4), np.int32))["params"]
+    normal = with_head_init(params, "classifier", "normal", 0.05, rng.head_key(0))
+    k0, k1 = (np.asarray(p["classifier"]["kernel"]) for p in (params, normal))
+    assert np.abs(k0).max() <= 2 * 0.02 + 1e-7  # the model's own: truncated, σ 0.02
+    assert abs(k1.std() - 0.05) < 0.002 and abs(k1.mean()) < 0.002
+    assert 0.040 < (np.abs(k1) > 2 * 0.05).mean() < 0.051  # 4.55% for a plain normal
+    assert normal["bert"] is params["bert"]
+    np.testing.assert_array_equal(normal["classifier"]["bias"], params["classifier"]["bias"])
+    with pytest.raises(BertJaxError, match=r"^config.head_init: expected one of "
+                                           r"truncated_normal, normal"):
+        validate(FinetuneConfig(init="m", train_file="t", validation_file="v", head_init="he"))

@@ -3,10 +3,11 @@
   step s      fold_in(key, s): masks and dropout of train step s (s = 0, 1, …), so a resumed
               run draws what an uninterrupted one would
   INIT        fold_in(key, INIT): initial parameters (a fresh head on a pretrained encoder too)
+  HEAD        fold_in(key, HEAD): a fresh head redrawn from another distribution (head_init)
   EVAL        fold_in(key, EVAL): held-out masks, fold_in(·, i) for evaluation batch i, the
               same at every evaluation
 
-INIT and EVAL sit at the top of fold_in's 31-bit range, where no step number reaches. Data
+HEAD, INIT and EVAL sit at the top of fold_in's 31-bit range, where no step number reaches. Data
 order has its own seed (batches: numpy's generator seeded by (data seed, epoch)).
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import jax
 
+HEAD = 2**31 - 3
 INIT = 2**31 - 2
 EVAL = 2**31 - 1
 
@@ -25,6 +27,11 @@ def run_key(seed: int) -> jax.Array:
 def init_key(seed: int) -> jax.Array:
     """The key parameters are initialised from."""
     return jax.random.fold_in(run_key(seed), INIT)
+
+
+def head_key(seed: int) -> jax.Array:
+    """The key a fresh head is redrawn from (fine-tuning's head_init="normal")."""
+    return jax.random.fold_in(run_key(seed), HEAD)
 
 
 def step_key(key: jax.Array, step) -> jax.Array:

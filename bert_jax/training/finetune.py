@@ -27,11 +27,12 @@ from bert_jax.checkpoints.huggingface import save_hf
 from bert_jax.data import batches, tokenizer
 from bert_jax.data.prepared_set import vocab_hash
 from bert_jax.errors import BertJaxError
-from bert_jax.runtime import multihost, sharding
+from bert_jax.runtime import multihost, rng, sharding
 from bert_jax.runtime.metric_writer import parameter_table
 from bert_jax.tasks import DEFAULT, TASKS
 from bert_jax.tasks.task import EvalSplit
-from bert_jax.training import finetune_config, loop, optim, run, run_record, steps
+from bert_jax.training import (finetune_config, initial_params, loop, optim, run, run_record,
+                               steps)
 from bert_jax.training.finetune_config import FinetuneConfig, optimizer_settings
 
 log = logging.getLogger("bert_jax")
@@ -78,7 +79,10 @@ def finetune(cfg: FinetuneConfig, workdir: str) -> run.JobResult:
         state = run.init_state(ctx, model, optim.make_optimizer(settings, schedule),
                                seq_len=cfg.max_seq_length, seed=cfg.seed,
                                pretrained=init_params, source=cfg.init,
-                               input_shape=(1,) + train["input_ids"].shape[1:])
+                               input_shape=(1,) + train["input_ids"].shape[1:],
+                               start=lambda p: initial_params.with_head_init(
+                                   p, task.head, cfg.head_init, config.initializer_range,
+                                   rng.head_key(cfg.seed)))
         del init_params
         state = run.restore_latest(ctx, state)
         log.info("model %s\n%s", json.dumps(config.to_dict(), sort_keys=True),

@@ -14,6 +14,8 @@ from bert_jax.errors import BertJaxError
 from bert_jax.tasks import DEFAULT, TASKS
 from bert_jax.training import config_files
 
+HEAD_INITS = ("truncated_normal", "normal")  # google-research/bert's, transformers'
+
 
 @dataclasses.dataclass(frozen=True)
 class FinetuneConfig:
@@ -24,6 +26,9 @@ class FinetuneConfig:
     init: str = ""  # our model dir, a pretraining workdir or a Hugging Face dir (required)
     dtype: str = "float32"  # computation dtype: float32 | bfloat16 (params stay float32)
     remat: bool = False  # recompute each layer in the backward pass: less memory, ~1/3 more time
+    head_init: str = "truncated_normal"  # the fresh head's kernel, σ = the model's
+    #   initializer_range: truncated_normal (at 2σ, google-research/bert) | normal
+    #   (transformers' plain normal); a head the init checkpoint already has is kept as is
     # data: a hub dataset, or local files (csv, tsv, json, jsonl, parquet)
     dataset: str = ""  # `datasets` hub name, e.g. "glue" ("" = local files)
     dataset_config: str = ""  # its configuration, e.g. "sst2"
@@ -100,6 +105,7 @@ def validate(cfg: FinetuneConfig) -> FinetuneConfig:
                            "max_answer_length", "n_best", "num_choices"),
         non_negative=("seed", "doc_stride"),
         choices={"task": tuple(TASKS), "dtype": ("float32", "bfloat16"),
+                 "head_init": HEAD_INITS,
                  "optimizer": ("adamw", "lamb"),
                  "on_nonfinite": config_files.NONFINITE_POLICIES},
         fractions=("warmup_ratio",), positive=("learning_rate", "adam_eps", "max_grad_norm"))

@@ -1,5 +1,9 @@
-"""Pretraining-only choices about where the weights start (the model's own init is the
-original's: normal(0, initializer_range) truncated at two standard deviations).
+"""Choices about where the weights start (the model's own init is the original's:
+normal(0, initializer_range) truncated at two standard deviations).
+
+Fine-tuning: `head_init="normal"` draws the fresh task head's kernels from a plain normal
+(σ initializer_range), as transformers' `_init_weights` does, instead of the original's
+truncated one, so a comparison with transformers can start both heads from one distribution.
 
 `position_init="sinusoidal"` starts BERT's learned position embeddings as the Transformer's
 sinusoids (Vaswani et al., 2017), scaled to the normal init's root-mean-square.
@@ -16,6 +20,23 @@ import jax.numpy as jnp
 import numpy as np
 
 POSITION_INITS = ("normal", "sinusoidal")
+
+
+def with_head_init(params: dict, head: str, kind: str, std: float, key) -> dict:
+    """`params` with the ≥2-D kernels of group `head` redrawn from normal(0, std) when `kind`
+    is "normal" (biases stay zero, as in both); unchanged for "truncated_normal", the model's
+    own init. Pure: runs inside the jitted initialiser."""
+    if kind == "truncated_normal":
+        return params
+    if kind != "normal":
+        raise ValueError(f"head init {kind!r}: expected truncated_normal or normal")
+    import jax
+    from flax import traverse_util
+    flat = traverse_util.flatten_dict(params[head])
+    keys = iter(jax.random.split(key, len(flat)))
+    redrawn = {name: (std * jax.random.normal(next(keys), leaf.shape, leaf.dtype)
+                      if leaf.ndim >= 2 else leaf) for name, leaf in sorted(flat.items())}
+    return {**params, head: traverse_util.unflatten_dict(redrawn)}
 
 
 def sinusoids(positions: int, features: int, std: float) -> np.ndarray:
