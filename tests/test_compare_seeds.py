@@ -1,0 +1,56 @@
+"""bench/compare_seeds.py's summary: each side's mean ± sd over the seeds it has, and Welch's
+t-test of the difference, as scipy computes it; the `normal` arm is read against the own arm's
+transformers runs."""
+
+import importlib.util
+import json
+import os
+import statistics
+
+import pytest
+from conftest import ROOT
+
+
+def _harness():
+    spec = importlib.util.spec_from_file_location(
+        "compare_seeds", os.path.join(ROOT, "bench", "compare_seeds.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _write(folder, side, seed, scores):
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, f"{side}-{seed}.json"), "w", encoding="utf-8") as f:
+        json.dump({"side": side, "seed": seed, "scores": scores}, f)
+
+
+def test_summary_is_mean_sd_and_welch(tmp_path):
+    from scipy import stats
+    cs = _harness()
+    ours = [0.74, 0.73, 0.75, 0.72, 0.76]
+    theirs = [0.77, 0.76, 0.775, 0.765, 0.77, 0.78]
+    for seed, f1 in enumerate(ours):
+        _write(tmp_path / "ner" / "own", "ours", seed, {"f1": f1, "precision": f1, "recall": f1,
+                                                        "accuracy": 0.9 + f1 / 10, "strict_f1": f1})
+    for seed, f1 in enumerate(theirs):
+        _write(tmp_path / "ner" / "own", "hf", seed, {"f1": f1, "precision": f1, "recall": f1,
+                                                      "accuracy": 0.9 + f1 / 10, "strict_f1": f1})
+    _write(tmp_path / "ner" / "normal", "ours", 0, {"f1": 0.5, "precision": 0.5, "recall": 0.5,
+                                                    "accuracy": 0.9, "strict_f1": 0.5})
+    _write(tmp_path / "ner" / "normal", "ours", 1, {"f1": 0.6, "precision": 0.6, "recall": 0.6,
+                                                    "accuracy": 0.9, "strict_f1": 0.6})
+    out = cs.summarise("ner", str(tmp_path))
+    w = out["arms"]["own"]["metrics"]["f1"]
+    assert w["ours_mean"] == pytest.approx(statistics.mean(ours))
+    assert w["ours_sd"] == pytest.approx(statistics.stdev(ours))
+    assert w["hf_sd"] == pytest.approx(statistics.stdev(theirs))
+    assert (w["n_ours"], w["n_hf"]) == (5, 6)
+    ref = stats.ttest_ind(ours, theirs, equal_var=False)
+    assert w["t"] == pytest.approx(ref.statistic) and w["p"] == pytest.approx(ref.pvalue)
+    assert w["difference"] == pytest.approx(statistics.mean(ours) - statistics.mean(theirs))
+    normal = out["arms"]["normal"]["metrics"]["f1"]
+    assert normal["ours_mean"] == pytest.approx(0.55) and normal["n_hf"] == 6
+    assert "shared" not in out["arms"]  # no runs there yet
+    table = (tmp_path / "ner" / "summary.md").read_text(encoding="utf-8")
+    assert "| own | f1 | 74.00 ± 1.58 (n=5) | 77.00 ± 0.71 (n=6) | -3.00 |" in table
