@@ -349,3 +349,23 @@ def test_head_init_distributions():
     with pytest.raises(BertJaxError, match=r"^config.head_init: expected one of "
                                            r"truncated_normal, normal"):
         validate(FinetuneConfig(init="m", train_file="t", validation_file="v", head_init="he"))
+
+
+def test_dropout_overrides_the_models(tiny, run, tmp_path):
+    """config.dropout replaces the init's hidden and attention dropout for the run (an export of
+    the default pretraining run carries 0.0); the kept model and the export say so; None keeps
+    the model's (the fixture's 0.1), and 0.0 trains differently from it."""
+    from bert_jax.errors import BertJaxError
+    from bert_jax.training.finetune_config import validate
+    kept = finetuner.finetune(config(tiny, epochs=1, dropout=0.0), str(tmp_path / "w"))
+    straight = finetuner.finetune(config(tiny, epochs=1), str(tmp_path / "w01"))
+    saved, _ = pretrained.load_model_dir(str(tmp_path / "w" / "model"))
+    assert (saved.hidden_dropout_prob, saved.attention_probs_dropout_prob) == (0.0, 0.0)
+    exported = json.load(open(tmp_path / "w" / "export" / "config.json", encoding="utf-8"))
+    assert exported["hidden_dropout_prob"] == 0.0
+    default, _ = pretrained.load_model_dir(str(tmp_path / "w01" / "model"))
+    assert default.hidden_dropout_prob == 0.1
+    assert kept.metrics["epochs"][0]["loss"] != straight.metrics["epochs"][0]["loss"]
+    with pytest.raises(BertJaxError, match=r"^config.dropout: expected a value in \[0, 1\), "
+                                           r"got 1.5"):
+        validate(config(tiny, dropout=1.5))

@@ -60,6 +60,9 @@ def finetune(cfg: FinetuneConfig, workdir: str) -> run.JobResult:
     best_metric = task_data.best_metric(cfg.best_metric)
     names = task_data.names
     config = task.configure(config, names)
+    if cfg.dropout is not None:
+        config = config.replace(hidden_dropout_prob=cfg.dropout,
+                                attention_probs_dropout_prob=cfg.dropout)
     items = launch_items(cfg, config, tok, task_data.train)
     multihost.check_same_launch(items)
     _check_workdir(workdir, cfg, names, main, run_record.inputs_of(items))

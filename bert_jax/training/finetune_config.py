@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import typing
+from typing import Optional
 
 from bert_jax.errors import BertJaxError
 from bert_jax.tasks import DEFAULT, TASKS
@@ -26,6 +27,9 @@ class FinetuneConfig:
     init: str = ""  # our model dir, a pretraining workdir or a Hugging Face dir (required)
     dtype: str = "float32"  # computation dtype: float32 | bfloat16 (params stay float32)
     remat: bool = False  # recompute each layer in the backward pass: less memory, ~1/3 more time
+    dropout: Optional[float] = None  # hidden and attention dropout while fine-tuning; None
+    #   keeps the model's (its config.json: 0.1 in released BERTs, but the default pretraining
+    #   run trains and exports at 0.0)
     head_init: str = "truncated_normal"  # the fresh head's kernel, σ = the model's
     #   initializer_range: truncated_normal (at 2σ, google-research/bert) | normal
     #   (transformers' plain normal); a head the init checkpoint already has is kept as is
@@ -108,7 +112,8 @@ def validate(cfg: FinetuneConfig) -> FinetuneConfig:
                  "head_init": HEAD_INITS,
                  "optimizer": ("adamw", "lamb"),
                  "on_nonfinite": config_files.NONFINITE_POLICIES},
-        fractions=("warmup_ratio",), positive=("learning_rate", "adam_eps", "max_grad_norm"))
+        fractions=("warmup_ratio",) + (("dropout",) if cfg.dropout is not None else ()),
+        positive=("learning_rate", "adam_eps", "max_grad_norm"))
     if cfg.num_choices < 2:
         raise BertJaxError(f"config.num_choices: expected at least 2 endings to choose from, "
                            f"got {cfg.num_choices}")
