@@ -601,6 +601,25 @@ def finetune_label_column_missing(b, t):
 
 
 @case
+def finetune_regression_target_not_a_number(b, t):
+    (t / "train.csv").write_text("text,score\na good film,4.5\nbad food,1\ngreat tea,five\n")
+    return Case(finetune(b, t, "--task", "regression", "--label-column", "score",
+                         train=t / "train.csv"),
+                f"{t / 'train.csv'}: row 3: column 'score' is 'five'; expected a number "
+                f"(regression target)", absent=(t / "work",))
+
+
+@case
+def finetune_regression_target_missing(b, t):
+    (t / "dev.csv").write_text("text,score\na good film,4.5\nbad food,\n")
+    (t / "train.csv").write_text("text,score\na good film,4.5\nbad food,1\n")
+    return Case(finetune(b, t, "--task", "regression", "--label-column", "score",
+                         train=t / "train.csv", validation=t / "dev.csv"),
+                f"{t / 'dev.csv'}: row 2: column 'score' is empty; expected a number "
+                f"(regression target)", absent=(t / "work",))
+
+
+@case
 def finetune_epochs_zero(b, t):
     return Case(finetune(b, t, "--epochs", "0"), "config.epochs: expected an integer ≥ 1, got 0",
                 absent=(t / "work",))
@@ -845,8 +864,9 @@ def finetune_choice_label_out_of_range(b, t):
 @case
 def finetune_config_task_unknown(b, t):
     return Case(finetune(b, t, "--config.task=summarization"),
-                "--config.task: expected one of sequence-classification, question-answering, "
-                "token-classification, multiple-choice, got 'summarization'",
+                "--config.task: expected one of sequence-classification, regression, "
+                "question-answering, token-classification, multiple-choice, got "
+                "'summarization'",
                 absent=(t / "work",))
 
 
