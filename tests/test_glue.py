@@ -118,13 +118,32 @@ def test_submission_files_hold_the_best_models_test_predictions(run):
                 assert set(values) <= set(task.labels) and values == expected, file
 
 
-def test_a_killed_run_resumed_gives_the_same_table(init, tmp_path, monkeypatch):
-    """Straight, then killed (SIGTERM in the second run's second epoch: a checkpoint is saved)
-    and rerun twice: the same scores, runs and submission files; finished runs are skipped."""
+RTE_FLAGS = ("--tasks", "rte", "--learning-rates", "1e-3,5e-4", "--epochs", "2")
+
+
+@pytest.fixture(scope="module")
+def rte(init, tmp_path_factory):
+    """RTE at two rates, straight through: (workdir, results.json without its settings)."""
+    work = tmp_path_factory.mktemp("glue_rte") / "straight"
+    assert glue(init, work, *RTE_FLAGS) == 0
+    results = json.loads((work / "results.json").read_text())
+    del results["settings"]
+    return work, results
+
+
+def _results(work):
+    results = json.loads((work / "results.json").read_text())
+    del results["settings"]
+    return results
+
+
+def test_a_killed_run_resumed_gives_the_same_table(init, rte, tmp_path, monkeypatch):
+    """Killed (SIGTERM in the second run's second epoch: a checkpoint is saved) and rerun
+    twice: the scores, runs and submission files of a straight run; finished runs are
+    skipped."""
     from bert_jax.training import finetune as finetune_module
     from bert_jax.training import loop
-    flags = ("--tasks", "rte", "--learning-rates", "1e-3,5e-4", "--epochs", "2")
-    assert glue(init, tmp_path / "straight", *flags) == 0
+    flags = RTE_FLAGS
     started = []
     real_finetune, real_at = finetune_module.finetune, loop.StopRequest.at
 
@@ -145,17 +164,28 @@ def test_a_killed_run_resumed_gives_the_same_table(init, tmp_path, monkeypatch):
     for _ in range(2):  # resumes the killed run; then every run is finished
         assert glue(init, tmp_path / "killed", *flags) == 0
     assert len(started) == 3  # run 1 once, run 2 killed and resumed; the last rerun trains none
-    straight, resumed = (json.loads((tmp_path / w / "results.json").read_text())
-                         for w in ("straight", "killed"))
-    for results in (straight, resumed):
-        del results["settings"]
-    assert resumed == straight
+    work, straight = rte
+    assert _results(tmp_path / "killed") == straight
     runs = straight["tasks"]["RTE"]["runs"]
     assert [r["learning_rate"] for r in runs] == [1e-3, 5e-4]
     assert straight["tasks"]["RTE"]["best"] == max(runs, key=lambda r: r["score"])
     for name in ("RTE.tsv",):
         assert (tmp_path / "killed" / "submission" / name).read_text() == \
-            (tmp_path / "straight" / "submission" / name).read_text()
+            (work / "submission" / name).read_text()
+
+
+def test_the_hub_layout_gives_the_same_table(init, rte, tmp_path):
+    """The same data from a folder in nyu-mll/glue's layout (test labels -1): the same runs,
+    scores and submission file as from the download's layout."""
+    from test_glue_data import _hub_mirror
+    hub = _hub_mirror(tmp_path / "hub")
+    flags = [f for f in FLAGS if f not in ("--data-dir", FIXTURES)]
+    assert cli.main(["glue", "--init", init, "--workdir", str(tmp_path / "w"), *flags,
+                     "--hub-dataset", hub, *RTE_FLAGS]) == 0
+    work, straight = rte
+    assert _results(tmp_path / "w") == straight
+    assert (tmp_path / "w" / "submission" / "RTE.tsv").read_text() == \
+        (work / "submission" / "RTE.tsv").read_text()
 
 
 def test_a_rerun_with_other_settings_is_refused(init, run, capsys):
