@@ -105,3 +105,28 @@ def swag_files(directory, train=32, validation=16, seed=0):
                 endings = rng.sample(COLOURS, 4)
                 w.writerow([f"the {thing} is", "painted", *endings, rng.randrange(4)])
     return out
+
+
+def similarity_pair(rng: random.Random, words: int = 5):
+    """Two sentences of `words` words sharing k of them, scored 5k / words (STS-B's 0–5): the
+    target is decided by the words, so a short run can learn it."""
+    vocabulary = FILLER + COLOURS + THINGS + PLACES
+    first = rng.sample(vocabulary, words)
+    k = rng.randrange(words + 1)
+    rest = [w for w in vocabulary if w not in first]
+    second = first[:k] + rng.sample(rest, words - k)
+    rng.shuffle(second)
+    return " ".join(first), " ".join(second), round(5.0 * k / words, 2)
+
+
+def similarity_files(directory, train=96, validation=32, seed=0):
+    """csv files with sentence1, sentence2 and a float score (similarity_pair)."""
+    rng = random.Random(seed)
+    out = {}
+    for split, n in (("train", train), ("validation", validation)):
+        out[split] = directory / f"{split}.csv"
+        with open(out[split], "w", encoding="utf-8", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["sentence1", "sentence2", "score"])
+            w.writerows(similarity_pair(rng) for _ in range(n))
+    return out

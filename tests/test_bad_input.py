@@ -601,6 +601,25 @@ def finetune_label_column_missing(b, t):
 
 
 @case
+def finetune_regression_target_not_a_number(b, t):
+    (t / "train.csv").write_text("text,score\na good film,4.5\nbad food,1\ngreat tea,five\n")
+    return Case(finetune(b, t, "--task", "regression", "--label-column", "score",
+                         train=t / "train.csv"),
+                f"{t / 'train.csv'}: row 3: column 'score' is 'five'; expected a number "
+                f"(regression target)", absent=(t / "work",))
+
+
+@case
+def finetune_regression_target_missing(b, t):
+    (t / "dev.csv").write_text("text,score\na good film,4.5\nbad food,\n")
+    (t / "train.csv").write_text("text,score\na good film,4.5\nbad food,1\n")
+    return Case(finetune(b, t, "--task", "regression", "--label-column", "score",
+                         train=t / "train.csv", validation=t / "dev.csv"),
+                f"{t / 'dev.csv'}: row 2: column 'score' is empty; expected a number "
+                f"(regression target)", absent=(t / "work",))
+
+
+@case
 def finetune_epochs_zero(b, t):
     return Case(finetune(b, t, "--epochs", "0"), "config.epochs: expected an integer ≥ 1, got 0",
                 absent=(t / "work",))
@@ -845,8 +864,60 @@ def finetune_choice_label_out_of_range(b, t):
 @case
 def finetune_config_task_unknown(b, t):
     return Case(finetune(b, t, "--config.task=summarization"),
-                "--config.task: expected one of sequence-classification, question-answering, "
-                "token-classification, multiple-choice, got 'summarization'",
+                "--config.task: expected one of sequence-classification, regression, "
+                "question-answering, token-classification, multiple-choice, got "
+                "'summarization'",
+                absent=(t / "work",))
+
+
+# glue
+
+GLUE_FIXTURES = os.path.join(ROOT, "tests", "fixtures", "glue")
+
+
+def glue(b, t, *extra, tasks="rte"):
+    return ["glue", "--init", path(b, "hf"), "--workdir", str(t / "work"), "--data-dir",
+            str(t / "data"), "--tasks", tasks, "--epochs", "1", "--batch-size", "4", *extra]
+
+
+def glue_data(t, task):
+    """A data dir holding a copy of one task's fixture folder; returns that folder."""
+    shutil.copytree(os.path.join(GLUE_FIXTURES, task), t / "data" / task)
+    return t / "data" / task
+
+
+@case
+def glue_task_folder_missing_a_split(b, t):
+    os.remove(glue_data(t, "RTE") / "dev.tsv")
+    return Case(glue(b, t), f"{t / 'data' / 'RTE'}: no dev.tsv (the RTE folder of the GLUE "
+                            f"layout has train.tsv, dev.tsv, test.tsv)", absent=(t / "work",))
+
+
+@case
+def glue_malformed_row(b, t):
+    train = glue_data(t, "RTE") / "train.tsv"
+    lines = train.read_text().splitlines()
+    train.write_text("\n".join(lines[:5] + ["5\tan orphaned sentence ."] + lines[5:]) + "\n")
+    return Case(glue(b, t), f"{train}: line 6: 2 tab-separated fields, expected 4",
+                absent=(t / "work",))
+
+
+@case
+def glue_regression_target_not_a_number(b, t):
+    dev = glue_data(t, "STS-B") / "dev.tsv"
+    lines = dev.read_text().splitlines()
+    lines[3] = lines[3].rsplit("\t", 1)[0] + "\t4,5"
+    dev.write_text("\n".join(lines) + "\n")
+    return Case(glue(b, t, tasks="sts-b"), f"{dev}: line 4: column 'score' is '4,5'; expected "
+                                           f"a number (a similarity score 0-5)",
+                absent=(t / "work",))
+
+
+@case
+def glue_unknown_task(b, t):
+    glue_data(t, "RTE")
+    return Case(glue(b, t, tasks="rte,squad"), "--tasks: unknown GLUE task 'squad'; expected "
+                "some of CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE, WNLI",
                 absent=(t / "work",))
 
 

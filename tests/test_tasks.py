@@ -1,5 +1,5 @@
-"""The table of fine-tuning tasks: every task is complete, and its loss is the cross-entropy
-transformers computes for its head."""
+"""The table of fine-tuning tasks: every task is complete, and its loss is the one
+transformers computes for its head (cross-entropy; mean-squared error for regression)."""
 
 import numpy as np
 import pytest
@@ -19,7 +19,7 @@ def test_a_task_has_all_a_job_and_predict_need(name):
     assert task.about and callable(task.load) and callable(task.summary)
     if task.predict is not None:
         assert task.predict.output_types and task.predict.about
-        assert tasks.of_architecture(task.architecture) is task
+        assert tasks.of_architecture(task.architecture, task.problem_type) is task
 
 
 def test_a_model_of_no_predictable_task_gets_the_default():
@@ -36,12 +36,15 @@ def _torch_losses(name, logits, batch):
         return ((F.cross_entropy(start, t["start_positions"])
                  + F.cross_entropy(end, t["end_positions"])) / 2).item()
     logits = torch.tensor(np.asarray(logits))
+    if name == "regression":
+        return F.mse_loss(logits[:, 0], t["labels"]).item()
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), t["labels"].reshape(-1),
                            ignore_index=-100).item()
 
 
 @pytest.mark.parametrize("name", list(TASKS))
-def test_each_loss_is_the_transformers_cross_entropy(name):
+def test_each_loss_is_the_transformers_loss(name):
+    """Cross-entropy for the classifiers, mean-squared error for regression."""
     rng = np.random.default_rng(0)
     if name == "question-answering":
         logits = tuple(rng.normal(size=(4, 9)).astype(np.float32) for _ in range(2))
@@ -51,6 +54,9 @@ def test_each_loss_is_the_transformers_cross_entropy(name):
         labels = rng.integers(0, 5, size=(3, 7))
         labels[:, 0] = labels[:, -2:] = -100  # [CLS], padding, later pieces: not scored
         batch = {"labels": labels}
+    elif name == "regression":
+        logits = rng.normal(size=(6, 1)).astype(np.float32)
+        batch = {"labels": rng.uniform(0, 5, 6).astype(np.float32)}
     else:  # sequences, and multiple choice's (B, C) choice logits
         logits = rng.normal(size=(6, 3)).astype(np.float32)
         batch = {"labels": rng.integers(0, 3, size=6)}
@@ -58,7 +64,8 @@ def test_each_loss_is_the_transformers_cross_entropy(name):
     total, count = metrics["loss"]
     assert float(total) / float(count) == pytest.approx(_torch_losses(name, logits, batch),
                                                         rel=1e-5)
-    assert 0 <= float(metrics["accuracy"][0]) <= float(metrics["accuracy"][1]) == float(count)
+    if name != "regression":  # no accuracy to count
+        assert 0 <= float(metrics["accuracy"][0]) <= float(metrics["accuracy"][1]) == float(count)
 
 
 @pytest.mark.filterwarnings("ignore:A single label was found")  # sklearn on a one-class draw

@@ -197,7 +197,8 @@ def load_hf(path: str) -> tuple[BertConfig, dict]:
     pooler = [k for k in state if k.startswith(f"{prefix}pooler.")]
     width = state["classifier.weight"].shape[0] if "classifier.weight" in state else None
     architecture = choose_architecture(groups, bool(pooler), width, config.num_labels,
-                                       named_architecture(path), where=path)
+                                       named_architecture(path), where=path,
+                                       problem_type=config.problem_type)
     if architecture in POOLER_FREE:
         for name in pooler:
             log.info("%s: ignoring %s (%s has no pooler)", path, name, architecture)

@@ -6,6 +6,8 @@ workdir holds: the one place that knows.
                            pytorch_model.bin, + vocabulary files
   pretraining workdir      config.json + checkpoints/ (orbax train states) + vocab/ + export/
   fine-tuning workdir      checkpoints/ + model/ (the best epoch, a model directory) + export/
+  GLUE workdir             data/ + runs/<task>/<run>/ (fine-tuning workdirs) + results.* +
+                           submission/
 
 Every reader (`load_pretrained`, inference, `config.init`, conversion) asks `kind`, `model_path` and
 `vocab_dir` here instead of probing files itself.
@@ -39,6 +41,15 @@ LABELS = "labels.json"  # the class / tag names, in the head's order
 EPOCHS = "epochs.json"  # validation scores per epoch (a resumed run skips these epochs)
 RESULT = "metrics.json"  # the best epoch's validation and test scores
 PREDICTIONS = "predictions.json"  # the best epoch's validation predictions (question answering)
+# a GLUE workdir (`bert-jax glue`): a fine-tuning workdir per run, and what they add up to
+GLUE_SETTINGS = "glue_settings.json"  # the settings every run shares (a resume must match)
+GLUE_DATA = "data"  # data/<task>/<split>.jsonl: the splits as read, one row layout
+GLUE_DATA_SOURCE = "source.json"  # where data/<task> was read from
+GLUE_RUNS = "runs"  # runs/<task>/lr<rate>-seed<seed>: one fine-tuning workdir each
+GLUE_RUN_SCORES = "glue_scores.json"  # a finished run's official dev scores
+GLUE_SUBMITTED = "submitted.json"  # runs/submitted.json: the run each submission file is from
+GLUE_RESULTS = ("results.json", "results.md")  # the table, the average, every run's scores
+SUBMISSION = "submission"  # the test predictions in the GLUE server's files
 
 MODEL_DIR, HF_DIR = "model directory", "Hugging Face directory"
 PRETRAIN_WORKDIR, FINETUNE_WORKDIR = "pretraining workdir", "fine-tuning workdir"

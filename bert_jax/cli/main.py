@@ -6,7 +6,7 @@ import logging
 import os
 import sys
 
-from bert_jax.cli import checkpoints, flags, jobs, use, vocab
+from bert_jax.cli import checkpoints, flags, glue, jobs, use, vocab
 from bert_jax.errors import BertJaxError
 from bert_jax.runtime import multihost
 
@@ -15,7 +15,7 @@ def build_parser() -> flags.Parser:
     parser = flags.Parser(prog="bert-jax", description=__doc__)
     parser.add_argument("--debug", action="store_true", help="show tracebacks and INFO logs")
     sub = parser.add_subparsers(dest="command", required=True)
-    for group in (jobs, checkpoints, use, vocab):
+    for group in (jobs, glue, checkpoints, use, vocab):
         group.add_parsers(sub)
     return parser
 

@@ -105,7 +105,7 @@ def predict(args) -> None:
     atomic.check_output_file(args.output, every_type, args.input)
     config, params, tok = inference.load(args.model)
     task = (tasks.TASKS[args.task] if args.task
-            else tasks.of_architecture(architecture_of(params, config)))
+            else tasks.of_model(architecture_of(params, config), config))
     request = PredictRequest(
         model=paths.model_path(args.model), input=args.input, output=args.output,
         max_seq_length=args.max_seq_length, batch_size=args.batch_size,

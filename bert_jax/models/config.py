@@ -26,10 +26,14 @@ PRESETS = {
 }
 
 # config.json fields that only steer Hugging Face's runtime; reading them is harmless.
+# transformers' values of config.problem_type (None: inferred from num_labels and the labels)
+PROBLEM_TYPES = (None, "regression", "single_label_classification",
+                 "multi_label_classification")
+
 _HF_RUNTIME_FIELDS = frozenset({
     "_name_or_path", "architectures", "transformers_version", "torch_dtype", "dtype", "use_cache",
     "gradient_checkpointing", "output_past", "is_decoder", "add_cross_attention", "bos_token_id",
-    "eos_token_id", "label2id", "num_labels", "problem_type", "directionality", "pooler_fc_size",
+    "eos_token_id", "label2id", "num_labels", "directionality", "pooler_fc_size",
     "pooler_num_attention_heads", "pooler_num_fc_layers", "pooler_size_per_head", "pooler_type",
     "chunk_size_feed_forward", "return_dict", "output_hidden_states", "output_attentions",
     "tokenizer_class", "finetuning_task", "prefix", "task_specific_params", "id2label",
@@ -57,6 +61,7 @@ class BertConfig:
     tie_word_embeddings: bool = True  # MLM decoder shares the word embedding matrix
     id2label: tuple = ("LABEL_0", "LABEL_1")  # class names of the classification head
     position_embedding_type: str = "absolute"  # the only kind BERT has
+    problem_type: Optional[str] = None  # transformers' field: "regression" = one output, MSE
 
     model_type = "bert"  # class constant, written to config.json
 
@@ -95,6 +100,10 @@ class BertConfig:
                 isinstance(label, str) for label in self.id2label):
             raise BertJaxError(f"id2label: expected a non-empty tuple of label names, got "
                                f"{self.id2label!r}")
+        if self.problem_type not in PROBLEM_TYPES:
+            raise BertJaxError(f"problem_type: expected one of "
+                               f"{', '.join(map(str, PROBLEM_TYPES[1:]))} or none, got "
+                               f"{self.problem_type!r}")
 
     @property
     def head_dim(self) -> int:
@@ -127,6 +136,8 @@ class BertConfig:
         d["id2label"] = {str(i): label for i, label in enumerate(self.id2label)}
         d["label2id"] = {label: i for i, label in enumerate(self.id2label)}
         d["model_type"] = self.model_type
+        if d["problem_type"] is None:  # left out, as transformers' own configs leave it out
+            del d["problem_type"]
         return d
 
     @classmethod

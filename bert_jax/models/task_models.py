@@ -208,12 +208,14 @@ POOLER_FREE = frozenset({"BertForQuestionAnswering", "BertForTokenClassification
 
 def choose_architecture(groups, pooler: Optional[bool] = None, width: Optional[int] = None,
                         num_labels: Optional[int] = None, name: Optional[str] = None,
-                        where: str = "params") -> str:
+                        where: str = "params", problem_type: Optional[str] = None) -> str:
     """The architecture with top-level parameter groups `groups`.
 
     `name` (config.json's, when known) wins among those. Otherwise the tree's shape narrows
     them: `pooler` (present in "bert"), `width` (of the classifier: 1 for multiple choice,
-    num_labels for sequence and token classification). A clue that rules out every candidate
+    num_labels for sequence and token classification), `problem_type` (set: a sequence
+    classifier or regressor, whose one-output head looks like multiple choice's). A clue that
+    rules out every candidate
     is skipped, so shape checks downstream can name the mismatch. Still several → refused.
     """
     keys = frozenset(groups)
@@ -225,7 +227,8 @@ def choose_architecture(groups, pooler: Optional[bool] = None, width: Optional[i
     choice = "BertForMultipleChoice"
     clues = [lambda n: pooler is None or (n not in POOLER_FREE) == pooler,
              lambda n: width is None or n != choice or width == 1,
-             lambda n: None in (width, num_labels) or n == choice or width == num_labels]
+             lambda n: None in (width, num_labels) or n == choice or width == num_labels,
+             lambda n: problem_type is None or n == "BertForSequenceClassification"]
     for clue in clues:
         fits = [n for n in fits if clue(n)] or fits
     if len(fits) > 1:
@@ -245,7 +248,8 @@ def architecture_of(params, config: Optional[BertConfig] = None,
         kernel = params.get("classifier")
         kernel = kernel.get("kernel") if isinstance(kernel, Mapping) else None
         width = kernel.shape[-1] if hasattr(kernel, "shape") else None
-    return choose_architecture(params, pooler, width, config and config.num_labels, name)
+    return choose_architecture(params, pooler, width, config and config.num_labels, name,
+                               problem_type=config and config.problem_type)
 
 
 def model_for_params(config: BertConfig, params, dtype=jnp.float32,

@@ -211,6 +211,9 @@ def _predict(request: PredictRequest, config, params, tok, warn) -> str:
     atomic.check_output_file(request.output, FRAME_TYPES, request.input)
     inference.require_head(params, TASK.head, request.model)
     inference.require_architecture(config, params, TASK.architecture, request.model)
+    if config.num_labels < 2:  # probabilities of one class would all be 1
+        raise BertJaxError(f"model {request.model}: has one output, a regression model; "
+                           f"predict with --task regression")
     table, texts, pairs = tables.read_texts(request.input, request.text_column,
                                             request.text_pair_column)
     wanted = 128 if request.max_seq_length is None else request.max_seq_length

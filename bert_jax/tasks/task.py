@@ -89,6 +89,7 @@ class Task:
     id2label: Optional[tuple] = None  # a head's fixed outputs (spans: start, end)
     predictions_file: str = ""  # the best epoch's validation predictions, kept in the workdir
     predict: Optional[Predictor] = None  # None: `bert-jax predict` does not offer this task
+    problem_type: Optional[str] = None  # config.problem_type of its models ("regression")
 
     @property
     def model(self) -> type:
@@ -104,8 +105,10 @@ class Task:
         return group
 
     def configure(self, config, names: tuple):
-        """The model config for this task: the class / tag names where the head has them."""
+        """The model config for this task: the class / tag names where the head has them, and
+        its problem_type (an init fine-tuned for another task does not pass its own on)."""
         labels = self.id2label or names
+        config = config.replace(problem_type=self.problem_type)
         return config.replace(id2label=labels) if labels else config
 
 

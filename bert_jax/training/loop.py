@@ -80,7 +80,8 @@ def run_steps(ctx, step_fn, state, batch_for_step: Callable[[int], dict], *, unt
 
     `ctx` is the job's training.run.RunContext (its key, mesh, writer, checkpointer and stop
     flag are used). Logs the window's mean metrics every `log_every` steps and at `until`
-    (`summarize` may add derived values); `after_step(step, state)` runs after each step and
+    (`summarize` may add derived values; the bar shows the `postfix` metrics the step has);
+    `after_step(step, state)` runs after each step and
     returns True when it spent time (an evaluation) that must not count against tokens/s. A
     step whose loss or gradient is NaN/Inf has already skipped its update in-step;
     `on_nonfinite` says whether the run then stops ("stop", naming the step and the last
@@ -105,7 +106,7 @@ def run_steps(ctx, step_fn, state, batch_for_step: Callable[[int], dict], *, unt
         values["tokens_per_second"] = tokens / max(time.time() - started, 1e-9)
         values["padding_share"] = 1.0 - tokens / positions
         ctx.writer.write(step, "train", values)
-        bar.set_postfix({k: f"{values[k]:.3f}" for k in postfix},
+        bar.set_postfix({k: f"{values[k]:.3f}" for k in postfix if k in values},
                         tok_s=f"{values['tokens_per_second']:.0f}",
                         pad=f"{values['padding_share']:.2f}")
         window, tokens, positions, started = [], 0, 0, time.time()
