@@ -67,5 +67,5 @@ def test_cli_tasks_are_the_configs():
     choices = {name: next(a.choices for a in commands[name]._actions if a.dest == "task")
                for name in ("finetune", "predict")}
     assert choices == {"finetune": tuple(tasks.TASKS), "predict": tuple(tasks.predictable())}
-    assert tuple(tasks.predictable()) == ("sequence-classification", "question-answering",
-                                          "token-classification")
+    assert tuple(tasks.predictable()) == ("sequence-classification", "regression",
+                                          "question-answering", "token-classification")

@@ -38,7 +38,8 @@ def markdown(tasks: list[GlueTask], results: dict) -> str:
              + "; ".join(f"{t.name} {', '.join(NAMES[m] for m in t.metrics)}" for t in tasks)
              + ". The average is GLUE's: the mean of each task's score, a two-score task "
                "counting their mean"
-             + ("" if len(tasks) == 9 else f", over these {len(tasks)} tasks only") + ". "
+             + ("" if len(tasks) == 9 else ", over this task only" if len(tasks) == 1
+                else f", over these {len(tasks)} tasks only") + ". "
              + f"Recipe: {settings['epochs']} epoch{'s' * (settings['epochs'] != 1)}, "
                f"batch {settings['batch_size']}, "
                f"{settings['max_seq_length']} tokens, learning rates "
