@@ -35,6 +35,7 @@ declare -A lever=(
   [pos4]="--config.position_scale=4"
   [mimetic12_pos4]="--config.mimetic_qk=0.12 --config.position_scale=4"
   [mimetic08_pos4]="--config.mimetic_qk=0.08 --config.position_scale=4"
+  [mimetic08_pos4_lr1e3]="--config.mimetic_qk=0.08 --config.position_scale=4 --config.learning_rate=1e-3"
 )
 names=("$@")
 [ ${#names[@]} -gt 0 ] || names=(base mask30 mask40 b2_098_clip05 wsd30 init01 init05 heads4 lr3e3_b2_098 batch64 bf16
