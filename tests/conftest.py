@@ -9,6 +9,15 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def bench_module(name: str):
+    """bench/NAME.py as a module (bench/ is scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "bench", f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # a dataclass there looks its module up
+    spec.loader.exec_module(module)
+    return module
 CONFIG = os.path.join(ROOT, "configs", "pretrain_tiny.py")  # train.py's default config
 MIN_COMPILE_SECONDS = 1.0  # the CLI keeps compiles over a second (bert_jax/cli/main.py): so do we
 

@@ -2,21 +2,16 @@
 t-test of the difference, as scipy computes it; the `normal` arm is read against the own arm's
 transformers runs."""
 
-import importlib.util
 import json
 import os
 import statistics
 
 import pytest
-from conftest import ROOT
+from conftest import bench_module
 
 
 def _harness():
-    spec = importlib.util.spec_from_file_location(
-        "compare_seeds", os.path.join(ROOT, "bench", "compare_seeds.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_module("compare_seeds")
 
 
 def _write(folder, side, seed, scores):

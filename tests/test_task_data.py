@@ -1,19 +1,13 @@
 """bench/task_data.py's Disfl-QA conversion: BIG-bench keeps only the answer's text, so its
 position is recovered where that is unambiguous, and what is dropped is counted."""
 
-import importlib.util
 import json
-import os
 
-from conftest import ROOT
+from conftest import bench_module
 
 
 def _task_data():
-    spec = importlib.util.spec_from_file_location(
-        "task_data", os.path.join(ROOT, "bench", "task_data.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_module("task_data")
 
 
 def test_whole_word_starts():

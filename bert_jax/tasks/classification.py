@@ -214,12 +214,7 @@ def _predict(request: PredictRequest, config, params, tok, warn) -> str:
     if config.num_labels < 2:  # probabilities of one class would all be 1
         raise BertJaxError(f"model {request.model}: has one output, a regression model; "
                            f"predict with --task regression")
-    table, texts, pairs = tables.read_texts(request.input, request.text_column,
-                                            request.text_pair_column)
-    wanted = 128 if request.max_seq_length is None else request.max_seq_length
-    length, warnings = inference.fit_length(config, tok, texts, pairs, wanted,
-                                            request.batch_size)
-    warn(warnings)
+    table, texts, pairs, length = read_rows(request, config, tok, warn)
     probs = predict_proba(config, params, tok, texts, pairs, length, request.batch_size)
     frame = table.to_pandas()
     frame["predicted_label"] = [config.id2label[i] for i in probs.argmax(-1)]
@@ -231,6 +226,20 @@ def _predict(request: PredictRequest, config, params, tok, warn) -> str:
     counts = frame["predicted_label"].value_counts().to_dict()
     return (f"wrote {len(frame)} predictions to {request.output}: "
             + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+
+
+def read_rows(request: PredictRequest, config, tok, warn) -> tuple:
+    """(table, texts, pairs or None, length) of `predict`'s input file: the rows of a text (and
+    pair) column, and the sequence length that fits them (128 unless asked; `warn` gets what
+    fit_length says about it). Shared with regression."""
+    from bert_jax import inference
+    table, texts, pairs = tables.read_texts(request.input, request.text_column,
+                                            request.text_pair_column)
+    wanted = 128 if request.max_seq_length is None else request.max_seq_length
+    length, warnings = inference.fit_length(config, tok, texts, pairs, wanted,
+                                            request.batch_size)
+    warn(warnings)
+    return table, texts, pairs, length
 
 
 def write_frame(frame, path: str) -> None:

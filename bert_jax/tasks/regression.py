@@ -187,12 +187,7 @@ def _predict(request: PredictRequest, config, params, tok, warn) -> str:
     inference.require_head(params, TASK.head, request.model)
     inference.require_architecture(config, params, TASK.architecture, request.model)
     _require_one_output(config, f"model {request.model}")
-    table, texts, pairs = tables.read_texts(request.input, request.text_column,
-                                            request.text_pair_column)
-    wanted = 128 if request.max_seq_length is None else request.max_seq_length
-    length, warnings = inference.fit_length(config, tok, texts, pairs, wanted,
-                                            request.batch_size)
-    warn(warnings)
+    table, texts, pairs, length = classification.read_rows(request, config, tok, warn)
     values = predict_values(config, params, tok, texts, pairs, length, request.batch_size)
     frame = table.to_pandas()
     frame["predicted_value"] = values
