@@ -3,7 +3,9 @@ the words, so a short run can show that a model learns them."""
 
 import csv
 import json
+import os
 import random
+import shutil
 
 FIRST = ("john", "mary", "anne", "peter", "emma", "james", "lucy", "henry")
 LAST = ("smith", "brown", "wilson", "taylor", "clark", "walker")
@@ -130,3 +132,17 @@ def similarity_files(directory, train=96, validation=32, seed=0):
             w.writerow(["sentence1", "sentence2", "score"])
             w.writerows(similarity_pair(rng) for _ in range(n))
     return out
+
+
+def random_bert_dir(directory, minilm_dir: str, hidden: int = 32) -> str:
+    """A random 2-layer Hugging Face BertModel of width `hidden` with MiniLM's real vocabulary
+    (seeded: the same weights every time), saved in `directory`."""
+    import torch
+    import transformers
+    torch.manual_seed(0)
+    transformers.BertModel(transformers.BertConfig(
+        vocab_size=30522, hidden_size=hidden, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=2 * hidden, max_position_embeddings=64)).save_pretrained(directory)
+    for name in ("vocab.txt", "tokenizer.json"):
+        shutil.copy(os.path.join(minilm_dir, name), os.path.join(directory, name))
+    return str(directory)

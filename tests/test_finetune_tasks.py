@@ -21,15 +21,8 @@ from bert_jax.models import task_models
 @pytest.fixture(scope="module")
 def init(minilm_dir, tmp_path_factory):
     """A random 2-layer H32 Hugging Face BertModel with MiniLM's real vocabulary."""
-    import torch
-    import transformers
     base = tmp_path_factory.mktemp("tasks")
-    torch.manual_seed(0)
-    transformers.BertModel(transformers.BertConfig(
-        vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=64)).save_pretrained(base / "init")
-    for name in ("vocab.txt", "tokenizer.json"):
-        shutil.copy(os.path.join(minilm_dir, name), base / "init" / name)
+    fx.random_bert_dir(base / "init", minilm_dir)
     return base
 
 

@@ -5,11 +5,11 @@ hold that model's test predictions, and a killed run resumed gives the same tabl
 
 import json
 import os
-import shutil
 import signal
 
 import numpy as np
 import pytest
+from task_fixtures import random_bert_dir
 from test_glue_data import FIXTURES
 
 from bert_jax import cli
@@ -23,16 +23,7 @@ FLAGS = ("--epochs", "1", "--batch-size", "8", "--max-seq-length", "32",
 @pytest.fixture(scope="module")
 def init(minilm_dir, tmp_path_factory):
     """A random 2-layer H64 Hugging Face BertModel with MiniLM's real vocabulary."""
-    import torch
-    import transformers
-    base = tmp_path_factory.mktemp("glue")
-    torch.manual_seed(0)
-    transformers.BertModel(transformers.BertConfig(
-        vocab_size=30522, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=128, max_position_embeddings=64)).save_pretrained(base / "init")
-    for name in ("vocab.txt", "tokenizer.json"):
-        shutil.copy(os.path.join(minilm_dir, name), base / "init" / name)
-    return str(base / "init")
+    return random_bert_dir(tmp_path_factory.mktemp("glue") / "init", minilm_dir, hidden=64)
 
 
 def glue(init, workdir, *extra):
