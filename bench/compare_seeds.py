@@ -2,7 +2,7 @@
 the difference, so a gap is claimed only where the seeds show one.
 
     python bench/compare_seeds.py TASK [--seeds 0,1,2,3,4] [--arms own,shared]
-                                       [--data .cache/task_data] [--out runs/seeds]
+                                       [--data .cache/task_data] [--out bench/seeds]
     python bench/compare_seeds.py TASK --summary    (the table of what is done so far)
 
 TASK and its recipe (the README / bench/RESULTS.md ones; the data from bench/task_data.py,
@@ -134,12 +134,12 @@ def run_ours(recipe: dict, folder: str, init: str, seed: int, workdir: str, log:
         return json.load(f)[-1]  # the last epoch's validation scores (no epoch is chosen)
 
 
-def run_hf(recipe: dict, folder: str, init: str, seed: int, log: str) -> dict:
+def run_hf(recipe: dict, folder: str, init: str, seed: int, log: str, threads: int) -> dict:
     cmd = [PY, os.path.join(ROOT, "bench", "finetune_tasks_hf_baseline.py"), recipe["task"],
            folder, init, "--train", recipe["train"], "--validation", recipe["validation"],
            "--epochs", str(recipe["epochs"]), "--batch-size", str(BATCH),
            "--lr", str(recipe["lr"]), "--max-seq-length", str(recipe["length"]),
-           "--seed", str(seed)]
+           "--seed", str(seed), "--threads", str(threads)]
     if "stride" in recipe:
         cmd += ["--doc-stride", str(recipe["stride"])]
     _run(cmd, log)
@@ -221,8 +221,13 @@ def main(argv=None) -> int:
     p.add_argument("--seeds", default="0,1,2,3,4")
     p.add_argument("--arms", default="own,shared")
     p.add_argument("--data", default=os.path.join(ROOT, ".cache", "task_data"))
-    p.add_argument("--out", default=os.path.join(ROOT, "runs", "seeds"))
+    p.add_argument("--out", default=os.path.join(ROOT, "bench", "seeds"),
+                   help="results (committed: SIDE-SEED.json, summary.*); the logs, workdirs and "
+                        "shared heads beside them are git-ignored")
     p.add_argument("--init", default="", help="a Hugging Face BERT dir (default: MiniLM)")
+    p.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
+                   help="PyTorch's threads on the hf side (default: the cores this process may "
+                        "use, so two chains pinned with `taskset -c 0` / `-c 1` take one each)")
     p.add_argument("--summary", action="store_true", help="only print the table so far")
     args = p.parse_args(argv)
     arms = args.arms.split(",")
@@ -257,7 +262,7 @@ def main(argv=None) -> int:
                                           "normal" if arm == "normal" else "truncated_normal")
                         shutil.rmtree(workdir)  # checkpoints: hundreds of MB a run
                     else:
-                        scores = run_hf(recipe, folder, start, seed, log)
+                        scores = run_hf(recipe, folder, start, seed, log, args.threads)
                     record = {"task": args.task, "arm": arm, "side": side, "seed": seed,
                               "init": start, "wall_seconds": round(time.time() - t0, 1),
                               "scores": scores}
