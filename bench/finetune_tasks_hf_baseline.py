@@ -69,6 +69,10 @@ p.add_argument("--doc-stride", type=int, default=DEFAULTS.doc_stride)
 p.add_argument("--seed", type=int, default=0)
 p.add_argument("--threads", type=int, default=2)
 p.add_argument("--log-every", type=int, default=10)
+p.add_argument("--no-trim-padding", dest="trim_padding", action="store_false",
+               help="pad every training batch to --max-seq-length (ours: "
+                    "--config.trim_padding=false); by default a batch is cut to the bucket of "
+                    "its longest row, as ours is")
 p.add_argument("--text-column", default=DEFAULTS.text_column)
 p.add_argument("--label-column", default=DEFAULTS.label_column)
 args = p.parse_args()
@@ -124,6 +128,7 @@ else:
     sizes = {"train_sentences": len(train_sentences), "validation_sentences": len(gold)}
 x = {k: torch.from_numpy(np.asarray(train[k], np.int64)) for k in INPUTS + targets}
 n = len(x["input_ids"])
+lengths = batches.row_lengths({"attention_mask": np.asarray(train["attention_mask"])})
 sizes.update(train_rows=n, validation_rows=len(valid["input_ids"]))
 prep_s = time.time() - prep_start
 
@@ -159,6 +164,10 @@ for step in range(total):
     idx = torch.from_numpy(np.asarray(batches.batch_indices(n, step, args.batch_size, args.seed),
                                       np.int64))
     batch = {k: v[idx] for k, v in x.items()}
+    if args.trim_padding:  # what finetune.py does: the batch's bucket, per-position columns cut
+        cut = batches.trimmed_length(lengths, step, args.batch_size, args.seed, L)
+        batch = {k: v[:, :cut] if v.ndim == 2 and v.shape[1] == L else v
+                 for k, v in batch.items()}
     out = model(**{k: batch[k] for k in INPUTS})
     loss = loss_of(out, batch)
     loss.backward()

@@ -369,3 +369,56 @@ def test_dropout_overrides_the_models(tiny, run, tmp_path):
     with pytest.raises(BertJaxError, match=r"^config.dropout: expected a value in \[0, 1\), "
                                            r"got 1.5"):
         validate(config(tiny, dropout=1.5))
+
+
+def test_trimmed_batches_train_the_same_function(tiny, tmp_path):
+    """config.trim_padding cuts each training batch to the bucket of its global batch's longest
+    row: with dropout off the run equals one padded to max_seq_length up to float order, while
+    the batches it computed hold less padding."""
+    rows = list(csv.reader(open(tiny / "train.csv", encoding="utf-8")))
+    with open(tmp_path / "short.csv", "w", encoding="utf-8", newline="") as f:
+        csv.writer(f).writerows([rows[0]] + [[" ".join(text.split()[:3 + i % 25]), label]
+                                             for i, (text, label) in enumerate(rows[1:])])
+    short = dict(epochs=1, dropout=0.0, max_seq_length=64, log_every=1,
+                 train_file=str(tmp_path / "short.csv"))
+    cut = finetuner.finetune(config(tiny, **short), str(tmp_path / "cut"))
+    full = finetuner.finetune(config(tiny, **short, trim_padding=False), str(tmp_path / "full"))
+    a, b = cut.metrics["epochs"][0], full.metrics["epochs"][0]
+    assert a["loss"] == pytest.approx(b["loss"], rel=1e-5) and a["accuracy"] == b["accuracy"]
+    _, pa = pretrained.load_model_dir(str(tmp_path / "cut" / "model"))
+    _, pb = pretrained.load_model_dir(str(tmp_path / "full" / "model"))
+    import jax
+    gap = max(float(np.abs(x - y).max()) for x, y in zip(jax.tree.leaves(pa), jax.tree.leaves(pb)))
+    assert gap < 1e-5
+
+    def padding(workdir):
+        rows = [json.loads(line) for line in open(workdir / "metrics.jsonl", encoding="utf-8")]
+        return [r["padding_share"] for r in rows if "padding_share" in r]
+    cut_share, full_share = padding(tmp_path / "cut"), padding(tmp_path / "full")
+    assert len(cut_share) == len(full_share) == 4  # a log a step
+    assert all(c < f for c, f in zip(cut_share, full_share)), (cut_share, full_share)
+
+
+def test_trimmed_length_is_the_global_batchs_bucket():
+    """Every process cuts its slice to the bucket of the whole batch's longest row; per-row
+    columns are kept, per-position ones (multiple choice's (B, C, L) too) are cut."""
+    from bert_jax.data import batches
+    rng = np.random.default_rng(0)
+    n, L = 64, 128
+    lengths = rng.integers(3, 100, n)
+    mask = (np.arange(L)[None] < lengths[:, None]).astype(np.int32)
+    data = {"input_ids": mask * 7, "attention_mask": mask, "labels": np.arange(n)}
+    for step in range(6):
+        rows = batches.batch_indices(n, step, 16, 3)
+        want = -(-lengths[rows].max() // 16) * 16
+        assert batches.trimmed_length(batches.row_lengths(data), step, 16, 3, L) == want
+        for p in range(2):
+            part = batches.cut_to(batches.batch_for_step(data, step, 16, 3, process_index=p,
+                                                         process_count=2), want)
+            assert part["input_ids"].shape == (8, want) and part["labels"].shape == (8,)
+            assert part["attention_mask"].sum() == mask[rows[8 * p:8 * p + 8]].sum()
+    choices = {"input_ids": np.zeros((4, 3, L), np.int32), "labels": np.zeros(4, np.int32),
+               "attention_mask": np.zeros((4, 3, L), np.int32)}
+    choices["attention_mask"][1, 2, :40] = 1
+    assert list(batches.row_lengths(choices)) == [0, 40, 0, 0]
+    assert batches.cut_to(choices, 48)["input_ids"].shape == (4, 3, 48)

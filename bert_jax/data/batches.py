@@ -102,6 +102,32 @@ def batch_for_step(data: Data, step: int, batch_size: int, seed: int, *, process
             for name, values in columns.items()}
 
 
+def row_lengths(data: Mapping[str, np.ndarray]) -> np.ndarray:
+    """(N,) real tokens of each example (multiple choice: of its longest choice)."""
+    mask = np.asarray(data["attention_mask"])
+    lengths = mask.sum(-1)
+    return lengths.reshape(len(mask), -1).max(1) if lengths.ndim > 1 else lengths
+
+
+def trimmed_length(lengths: np.ndarray, step: int, batch_size: int, seed: int,
+                   max_length: int) -> int:
+    """The bucket (data/buckets.bucket_length) of the longest row in the *global* batch of
+    `step`: every process computes the same length from the same `lengths`, so the slices
+    they serve make one global array."""
+    from bert_jax.data import buckets
+    rows = batch_indices(len(lengths), step, batch_size, seed)
+    return buckets.bucket_length(int(lengths[rows].max()), max_length)
+
+
+def cut_to(batch: dict[str, np.ndarray], length: int) -> dict[str, np.ndarray]:
+    """Every per-position column (the sequence axis last, as input_ids') cut to `length`
+    positions; per-row columns (labels of a class, answer positions) kept."""
+    full = batch["input_ids"].shape[-1]
+    return {name: values[..., :length] if values.ndim >= 2 and values.shape[-1] == full
+            and values.shape[:-1] == batch["input_ids"].shape[:-1] else values
+            for name, values in batch.items()}
+
+
 def iterate_batches(data: Data, batch_size: int, seed: int, *, start_step: int = 0,
                     process_index: int = 0, process_count: int = 1
                     ) -> Iterator[dict[str, np.ndarray]]:

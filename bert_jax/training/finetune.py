@@ -96,11 +96,19 @@ def finetune(cfg: FinetuneConfig, workdir: str) -> run.JobResult:
         history = _read_json(os.path.join(workdir, paths.EPOCHS), [])
         pc, pi = jax.process_count(), jax.process_index()
         best_params = None
+        lengths = batches.row_lengths(train) if cfg.trim_padding else None
+
+        def train_batch(s):
+            batch = batches.batch_for_step(train, s, cfg.batch_size, cfg.seed,
+                                           process_index=pi, process_count=pc)
+            if lengths is None:
+                return batch
+            return batches.cut_to(batch, batches.trimmed_length(
+                lengths, s, cfg.batch_size, cfg.seed, cfg.max_seq_length))
+
         for epoch in range(len(history), cfg.epochs):
             state = loop.run_steps(
-                ctx, step_fn, state,
-                lambda s: batches.batch_for_step(train, s, cfg.batch_size, cfg.seed,
-                                                 process_index=pi, process_count=pc),
+                ctx, step_fn, state, train_batch,
                 until=(epoch + 1) * per_epoch, total=total, log_every=cfg.log_every,
                 desc=f"finetune epoch {epoch + 1}/{cfg.epochs}", postfix=("loss", "accuracy"),
                 on_nonfinite=cfg.on_nonfinite)
