@@ -32,7 +32,8 @@ sides draw the same batch order for a seed. Arms:
 Each run writes OUT/TASK/ARM/SIDE-SEED.json when it ends (scores, wall time); a run whose file
 is there is skipped, so the command resumes where it was stopped (a killed `ours` run resumes
 from its checkpoint). OUT/TASK/summary.{md,json}: per arm and metric, each side's mean ± sd
-(n), the difference ours − hf, Welch's t and two-sided p. Wall times are recorded but say
+(n), the difference ours − hf, Welch's t and two-sided p, and over the seeds both sides ran
+the paired difference (mean ± sd) and the paired t-test's p. Wall times are recorded but say
 little on a shared machine: speed is bench_finetune_step.py's business.
 """
 
@@ -158,8 +159,11 @@ def _run(cmd: list, log: str) -> None:
         raise SystemExit(f"{log}: exited {done.returncode} (its last lines say why)")
 
 
-def welch(a: list, b: list) -> dict:
-    """Mean ± sd of each side, the difference a − b, Welch's t and two-sided p."""
+def welch(a: list, b: list, pairs: list = ()) -> dict:
+    """Mean ± sd of each side, the difference a − b, Welch's t and two-sided p; with `pairs`
+    ((ours, hf) of the seeds both sides ran: the same batch order, and in the shared arm the
+    same head) also the paired difference's mean ± sd and its paired t-test's p, which
+    removes what a seed does to both sides alike."""
     from scipy import stats
     out = {"ours_mean": statistics.mean(a), "hf_mean": statistics.mean(b),
            "ours_sd": statistics.stdev(a) if len(a) > 1 else float("nan"),
@@ -169,6 +173,12 @@ def welch(a: list, b: list) -> dict:
     if len(a) > 1 and len(b) > 1:
         test = stats.ttest_ind(a, b, equal_var=False)
         out["t"], out["p"] = float(test.statistic), float(test.pvalue)
+    if len(pairs) > 1:
+        d = [x - y for x, y in pairs]
+        out["paired_n"], out["paired_mean"], out["paired_sd"] = (
+            len(d), statistics.mean(d), statistics.stdev(d))
+        out["paired_p"] = float(stats.ttest_rel([x for x, _ in pairs],
+                                                [y for _, y in pairs]).pvalue)
     return out
 
 
@@ -184,19 +194,25 @@ def summarise(task: str, out: str) -> dict:
             continue
         table[arm] = {"seeds": {side: sorted(r) for side, r in runs.items()},
                       "metrics": {m: welch([r[m] for r in runs["ours"].values()],
-                                           [r[m] for r in runs["hf"].values()])
+                                           [r[m] for r in runs["hf"].values()],
+                                           [(runs["ours"][s][m], runs["hf"][s][m])
+                                            for s in sorted(runs["ours"]) if s in runs["hf"]])
                                   for m in recipe["metrics"]
                                   if all(m in r for side in runs for r in runs[side].values())}}
     lines = [f"{task}: ours − transformers + PyTorch, mean ± sd over seeds (×100), Welch's t",
-             "", "| arm | metric | ours | transformers | ours − theirs | t | p |",
-             "|---|---|---|---|---|---|---|"]
+             "", "| arm | metric | ours | transformers | ours − theirs | t | p | paired "
+             "difference (seeds on both sides) | paired p |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for arm, entry in table.items():
         for metric, w in entry["metrics"].items():
             lines.append(
                 f"| {arm} | {metric} | {100 * w['ours_mean']:.2f} ± {100 * w['ours_sd']:.2f} "
                 f"(n={w['n_ours']}) | {100 * w['hf_mean']:.2f} ± {100 * w['hf_sd']:.2f} "
                 f"(n={w['n_hf']}) | {100 * w['difference']:+.2f} | "
-                f"{w.get('t', float('nan')):.2f} | {w.get('p', float('nan')):.3f} |")
+                f"{w.get('t', float('nan')):.2f} | {w.get('p', float('nan')):.3f} | "
+                + (f"{100 * w['paired_mean']:+.2f} ± {100 * w['paired_sd']:.2f} "
+                   f"(n={w['paired_n']}) | {w['paired_p']:.3f} |" if "paired_n" in w
+                   else "– | – |"))
     text = "\n".join(lines)
     os.makedirs(os.path.join(out, task), exist_ok=True)
     with open(os.path.join(out, task, "summary.md"), "w", encoding="utf-8") as f:

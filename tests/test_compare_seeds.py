@@ -1,5 +1,6 @@
 """bench/compare_seeds.py's summary: each side's mean ± sd over the seeds it has, and Welch's
-t-test of the difference, as scipy computes it; the `normal` arm is read against the own arm's
+t-test of the difference, and the paired difference over the seeds both sides ran, as scipy
+computes them; the `normal` arm is read against the own arm's
 transformers runs."""
 
 import json
@@ -44,6 +45,11 @@ def test_summary_is_mean_sd_and_welch(tmp_path):
     ref = stats.ttest_ind(ours, theirs, equal_var=False)
     assert w["t"] == pytest.approx(ref.statistic) and w["p"] == pytest.approx(ref.pvalue)
     assert w["difference"] == pytest.approx(statistics.mean(ours) - statistics.mean(theirs))
+    pairs = list(zip(ours, theirs))  # seeds 0-4 on both sides; hf's seed 5 is unpaired
+    assert w["paired_n"] == 5
+    assert w["paired_mean"] == pytest.approx(statistics.mean(x - y for x, y in pairs))
+    assert w["paired_sd"] == pytest.approx(statistics.stdev(x - y for x, y in pairs))
+    assert w["paired_p"] == pytest.approx(stats.ttest_rel(ours, theirs[:5]).pvalue)
     normal = out["arms"]["normal"]["metrics"]["f1"]
     assert normal["ours_mean"] == pytest.approx(0.55) and normal["n_hf"] == 6
     assert "shared" not in out["arms"]  # no runs there yet
