@@ -246,12 +246,17 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
                    help="PyTorch's threads on the hf side (default: the cores this process may "
                         "use, so two chains pinned with `taskset -c 0` / `-c 1` take one each)")
+    p.add_argument("--sides", default="ours,hf",
+                   help="which sides to run (two chains may split one seed's pair)")
     p.add_argument("--summary", action="store_true", help="only print the table so far")
     args = p.parse_args(argv)
     arms = args.arms.split(",")
     unknown = [a for a in arms if a not in ARMS]
     if unknown:
         p.error(f"--arms: unknown {', '.join(unknown)} (expected some of {', '.join(ARMS)})")
+    sides = args.sides.split(",")
+    if not sides or any(s not in ("ours", "hf") for s in sides):
+        p.error(f"--sides: expected some of ours, hf, got {args.sides}")
     if not args.summary:
         recipe = TASKS[args.task]
         folder = data_dir(recipe, args.data)
@@ -268,7 +273,7 @@ def main(argv=None) -> int:
                     start = shared_head_model(recipe, folder, init, seed,
                                               os.path.join(args.out, args.task, "heads",
                                                            f"seed-{seed}"))
-                for side in ("ours", "hf") if arm != "normal" else ("ours",):
+                for side in [s for s in sides if s == "ours" or arm != "normal"]:
                     result = os.path.join(where, f"{side}-{seed}.json")
                     if os.path.isfile(result):
                         continue
