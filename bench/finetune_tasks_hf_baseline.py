@@ -165,9 +165,8 @@ for step in range(total):
                                       np.int64))
     batch = {k: v[idx] for k, v in x.items()}
     if args.trim_padding:  # what finetune.py does: the batch's bucket, per-position columns cut
-        cut = batches.trimmed_length(lengths, step, args.batch_size, args.seed, L)
-        batch = {k: v[:, :cut] if v.ndim == 2 and v.shape[1] == L else v
-                 for k, v in batch.items()}
+        batch = batches.cut_to(batch, batches.trimmed_length(lengths, step, args.batch_size,
+                                                             args.seed, L))
     out = model(**{k: batch[k] for k in INPUTS})
     loss = loss_of(out, batch)
     loss.backward()

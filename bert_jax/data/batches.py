@@ -16,6 +16,7 @@ import datasets
 import numpy as np
 import pyarrow as pa
 
+from bert_jax.data import buckets
 from bert_jax.errors import BertJaxError
 
 Data = Union[datasets.Dataset, Mapping[str, np.ndarray]]
@@ -114,14 +115,14 @@ def trimmed_length(lengths: np.ndarray, step: int, batch_size: int, seed: int,
     """The bucket (data/buckets.bucket_length) of the longest row in the *global* batch of
     `step`: every process computes the same length from the same `lengths`, so the slices
     they serve make one global array."""
-    from bert_jax.data import buckets
     rows = batch_indices(len(lengths), step, batch_size, seed)
     return buckets.bucket_length(int(lengths[rows].max()), max_length)
 
 
-def cut_to(batch: dict[str, np.ndarray], length: int) -> dict[str, np.ndarray]:
+def cut_to(batch: dict, length: int) -> dict:
     """Every per-position column (the sequence axis last, as input_ids') cut to `length`
-    positions; per-row columns (labels of a class, answer positions) kept."""
+    positions; per-row columns (labels of a class, answer positions) kept. numpy arrays or
+    torch tensors (the transformers baseline cuts its batches with this too)."""
     full = batch["input_ids"].shape[-1]
     return {name: values[..., :length] if values.ndim >= 2 and values.shape[-1] == full
             and values.shape[:-1] == batch["input_ids"].shape[:-1] else values
