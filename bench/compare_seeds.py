@@ -21,13 +21,15 @@ Sides: `ours` is the real job (`bert-jax finetune`, a subprocess); `hf` is
 bench/finetune_tasks_hf_baseline.py (the same features, batch order, optimiser and schedule in
 transformers + PyTorch). A seed sets each side's head init, dropout and batch order; both
 sides draw the same batch order for a seed. Arms:
-  own     each framework's own fresh head: ours truncated normal (google-research/bert),
-          transformers' plain normal, both σ 0.02
+  own     each framework's own fresh head as it was when measured: ours truncated normal
+          (google-research/bert's; config.head_init=truncated_normal, set explicitly, since
+          ours now defaults to normal), transformers' plain normal, both σ 0.02
   shared  the same initial head on both sides: per seed, transformers builds the task model
           (torch.manual_seed(seed)) and saves it; both sides fine-tune from that directory (a
           head the init has is kept), so only dropout masks and float order differ
-  normal  ours with config.head_init=normal (transformers' distribution, not its draw); ours
-          only, compared with the own arm's hf runs
+  normal  ours with config.head_init=normal (transformers' distribution, not its draw; ours'
+          default since it measured level with transformers); ours only, compared with the
+          own arm's hf runs
 
 Each run writes OUT/TASK/ARM/SIDE-SEED.json when it ends (scores, wall time); a run whose file
 is there is skipped, so the command resumes where it was stopped (a killed `ours` run resumes
