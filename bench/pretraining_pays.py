@@ -2,12 +2,15 @@
 the same architecture from random initialisation with the same recipe, over several seeds.
 
     python bench/pretraining_pays.py runs/tiny [--seeds 0,1,2] [--out runs/pays]
-                                     [--config configs/finetune_fine_foods.py] [--config.F=V ...]
+                                     [--arms pretrained,random] [--config.F=V ...]
+                                     [--config configs/finetune_fine_foods.py]
 
 Both arms share the fine-tuning config (by default configs/finetune_fine_foods.py at a rate
 for a tiny model: 3 epochs, peak 3e-4), the vocabulary and the model config; a seed sets the
 fine-tuning seed of both arms (head init, dropout, batch order) and the random encoder's init
-(the model's own: normal(0, initializer_range) truncated at 2σ, as pretraining starts from).
+(the model's own: normal(0, initializer_range) truncated at 2σ). The arm `random_start` is
+random weights started as the pretraining run started them (its train_config.json's position
+init and scale, mimetic attention): what the recipe's starting point alone does to fine-tuning.
 The score is the last epoch's on the validation file (no epoch is chosen on it: the bundled
 data's validation file is its test file). Prints a table of each arm's mean ± sd and writes
 OUT/pays.json.
@@ -16,6 +19,7 @@ OUT/pays.json.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -26,8 +30,9 @@ RECIPE = ("epochs=3", "learning_rate=3e-4")  # a tiny model's rate (the config's
 METRICS = ("accuracy", "macro_f1", "mcc")
 
 
-def random_model(export: str, seed: int, out: str) -> str:
-    """A Hugging Face directory of the export's architecture and vocabulary, at our init."""
+def random_model(export: str, seed: int, out: str, start_from: str = "") -> str:
+    """A Hugging Face directory of the export's architecture and vocabulary, at our init; with
+    `start_from` (a pretraining workdir), started as that run started its weights."""
     import jax
     import numpy as np
 
@@ -37,6 +42,14 @@ def random_model(export: str, seed: int, out: str) -> str:
     config = BertConfig.from_json_file(os.path.join(export, "config.json"))
     ids = np.ones((1, 8), np.int32)
     params = BertForPreTraining(config).init(jax.random.key(seed), ids)["params"]
+    if start_from:
+        from bert_jax.training.initial_params import starting_params
+        from bert_jax.training.pretrain_config import PretrainConfig
+        with open(os.path.join(start_from, "train_config.json"), encoding="utf-8") as f:
+            saved = json.load(f)
+        fields = {f.name for f in dataclasses.fields(PretrainConfig)}
+        params = starting_params(params, config,
+                                 PretrainConfig(**{k: v for k, v in saved.items() if k in fields}))
     save_hf(out, config, params, paths.vocab_files(export), overwrite=True)
     return out
 
@@ -62,20 +75,31 @@ def main(argv=None) -> int:
     parser.add_argument("pretrained", help="a pretraining workdir (its export/ is used)")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--out", default="runs/pays")
+    parser.add_argument("--arms", default="pretrained,random",
+                        help="of pretrained, random, random_start")
     parser.add_argument("--config", default=os.path.join(ROOT, "configs",
                                                          "finetune_fine_foods.py"))
     args, rest = parser.parse_known_args(argv)
     overrides = [a[len("--config."):] for a in rest if a.startswith("--config.")]
     if len(overrides) != len(rest):
         parser.error(f"unrecognised arguments: {' '.join(rest)}")
+    arms = args.arms.split(",")
+    unknown = sorted(set(arms) - {"pretrained", "random", "random_start"})
+    if unknown:
+        parser.error(f"--arms: unknown {', '.join(unknown)} (pretrained, random, random_start)")
     export = os.path.join(args.pretrained, "export")
     if not os.path.isfile(os.path.join(export, "config.json")):
         raise SystemExit(f"{export}: no exported model (run the pretraining to its end)")
     seeds = [int(s) for s in args.seeds.split(",")]
-    runs = {"pretrained": [], "random": []}
+    runs = {arm: [] for arm in arms}
     for seed in seeds:
-        random = random_model(export, seed, os.path.join(args.out, f"random-init-{seed}"))
-        for arm, init in (("pretrained", export), ("random", random)):
+        inits = {"pretrained": lambda: export,
+                 "random": lambda: random_model(export, seed, os.path.join(
+                     args.out, f"random-init-{seed}")),
+                 "random_start": lambda: random_model(export, seed, os.path.join(
+                     args.out, f"random-start-init-{seed}"), start_from=args.pretrained)}
+        for arm in arms:
+            init = inits[arm]()
             scores = finetune(init, args.config, overrides, seed,
                               os.path.join(args.out, f"{arm}-{seed}"))
             runs[arm].append({k: scores[k] for k in METRICS if k in scores})
