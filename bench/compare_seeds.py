@@ -62,7 +62,7 @@ TASKS = {
                        metrics=("mcc", "accuracy", "macro_f1")),
     "disfl_qa": dict(task="question-answering", folder="disfl_qa", train="train.json",
                      validation="dev.json", epochs=2, lr=1e-4, length=256, stride=64,
-                     metrics=("f1", "exact_match")),
+                     metrics=("f1", "exact_match"), percent=True),  # SQuAD's are 0–100
 }
 ARMS = ("own", "shared", "normal")
 BATCH = 32
@@ -201,18 +201,19 @@ def summarise(task: str, out: str) -> dict:
                                             for s in sorted(runs["ours"]) if s in runs["hf"]])
                                   for m in recipe["metrics"]
                                   if all(m in r for side in runs for r in runs[side].values())}}
-    lines = [f"{task}: ours − transformers + PyTorch, mean ± sd over seeds (×100), Welch's t",
+    k = 1 if recipe.get("percent") else 100  # shown in percent either way
+    lines = [f"{task}: ours − transformers + PyTorch, mean ± sd over seeds (percent), Welch's t",
              "", "| arm | metric | ours | transformers | ours − theirs | t | p | paired "
              "difference (seeds on both sides) | paired p |",
              "|---|---|---|---|---|---|---|---|---|"]
     for arm, entry in table.items():
         for metric, w in entry["metrics"].items():
             lines.append(
-                f"| {arm} | {metric} | {100 * w['ours_mean']:.2f} ± {100 * w['ours_sd']:.2f} "
-                f"(n={w['n_ours']}) | {100 * w['hf_mean']:.2f} ± {100 * w['hf_sd']:.2f} "
-                f"(n={w['n_hf']}) | {100 * w['difference']:+.2f} | "
+                f"| {arm} | {metric} | {k * w['ours_mean']:.2f} ± {k * w['ours_sd']:.2f} "
+                f"(n={w['n_ours']}) | {k * w['hf_mean']:.2f} ± {k * w['hf_sd']:.2f} "
+                f"(n={w['n_hf']}) | {k * w['difference']:+.2f} | "
                 f"{w.get('t', float('nan')):.2f} | {w.get('p', float('nan')):.3f} | "
-                + (f"{100 * w['paired_mean']:+.2f} ± {100 * w['paired_sd']:.2f} "
+                + (f"{k * w['paired_mean']:+.2f} ± {k * w['paired_sd']:.2f} "
                    f"(n={w['paired_n']}) | {w['paired_p']:.3f} |" if "paired_n" in w
                    else "– | – |"))
     text = "\n".join(lines)
