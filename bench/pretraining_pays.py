@@ -43,11 +43,11 @@ def random_model(export: str, seed: int, out: str, start_from: str = "") -> str:
     ids = np.ones((1, 8), np.int32)
     params = BertForPreTraining(config).init(jax.random.key(seed), ids)["params"]
     if start_from:
+        from bert_jax.training import run_record
         from bert_jax.training.initial_params import starting_params
         from bert_jax.training.pretrain_config import PretrainConfig
-        with open(os.path.join(start_from, "train_config.json"), encoding="utf-8") as f:
-            saved = json.load(f)
-        fields = {f.name for f in dataclasses.fields(PretrainConfig)}
+        saved = run_record.read(os.path.join(start_from, paths.TRAIN_CONFIG))
+        fields = {f.name for f in dataclasses.fields(PretrainConfig)}  # not inputs / resumes
         params = starting_params(params, config,
                                  PretrainConfig(**{k: v for k, v in saved.items() if k in fields}))
     save_hf(out, config, params, paths.vocab_files(export), overwrite=True)
@@ -93,13 +93,10 @@ def main(argv=None) -> int:
     seeds = [int(s) for s in args.seeds.split(",")]
     runs = {arm: [] for arm in arms}
     for seed in seeds:
-        inits = {"pretrained": lambda: export,
-                 "random": lambda: random_model(export, seed, os.path.join(
-                     args.out, f"random-init-{seed}")),
-                 "random_start": lambda: random_model(export, seed, os.path.join(
-                     args.out, f"random-start-init-{seed}"), start_from=args.pretrained)}
         for arm in arms:
-            init = inits[arm]()
+            init = export if arm == "pretrained" else random_model(
+                export, seed, os.path.join(args.out, f"{arm}-init-{seed}"),
+                start_from=args.pretrained if arm == "random_start" else "")
             scores = finetune(init, args.config, overrides, seed,
                               os.path.join(args.out, f"{arm}-{seed}"))
             runs[arm].append({k: scores[k] for k in METRICS if k in scores})
