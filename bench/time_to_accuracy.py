@@ -161,7 +161,9 @@ def train(framework: str, s: Setup, minutes: float, eval_every: float,
               f"MLM accuracy {values['mlm_accuracy']:.4f} loss {values['mlm_loss']:.3f}"
               + (" neighbour attention " + " ".join(
                   f"{x:.2f}" for x in values["neighbour_attention"])
-                 if "neighbour_attention" in values else ""), flush=True)
+                 if "neighbour_attention" in values else "")
+              + (" entropy " + " ".join(f"{x:.2f}" for x in values["attention_entropy"])
+                 if "attention_entropy" in values else ""), flush=True)
         clock.start()
 
     clock.start()
@@ -218,6 +220,7 @@ class OursTrainer:
             lambda p, b: steps.pretraining_metrics(model.apply, p, b, True, nsp=nsp),
             compiler_options=xla_options.forward())
         self.neighbours_fn = jax.jit(lambda p, b: neighbour_attention(s.config, p, b))
+        self.entropy_fn = jax.jit(lambda p, b: attention_entropy(s.config, p, b))
 
     def prepare(self, step, batch):
         return batch  # masked inside the step, on the clock
@@ -243,7 +246,17 @@ class OursTrainer:
         values = losses.means(totals)
         values["neighbour_attention"] = [float(x) for x in self.neighbours_fn(
             self.state.params, self.heldout[0])]
+        values["attention_entropy"] = [float(x) for x in self.entropy_fn(
+            self.state.params, self.heldout[0])]
         return values
+
+
+def attention_maps(config, params, batch):
+    """Each layer's attention probabilities (B, N, L, L) on `batch`."""
+    from bert_jax.models import BertModel
+    return BertModel(config).apply({"params": params["bert"]}, batch["input_ids"],
+                                   batch["token_type_ids"], batch["attention_mask"],
+                                   output_attentions=True).attentions
 
 
 def neighbour_attention(config, params, batch):
@@ -251,19 +264,30 @@ def neighbour_attention(config, params, batch):
     attention mass at offsets ±1, averaged over query positions): near 2/length while attention
     is spread evenly (the plateau), towards 1 once a head reads the adjacent words."""
     import jax.numpy as jnp
-
-    from bert_jax.models import BertModel
-    out = BertModel(config).apply({"params": params["bert"]}, batch["input_ids"],
-                                  batch["token_type_ids"], batch["attention_mask"],
-                                  output_attentions=True)
     mask = batch["attention_mask"].astype(jnp.float32)  # (B, L)
     offsets = jnp.abs(jnp.arange(mask.shape[1])[:, None] - jnp.arange(mask.shape[1])[None])
     near = (offsets == 1).astype(jnp.float32)  # (L, L)
     result = []
-    for probs in out.attentions:  # (B, N, L, L)
+    for probs in attention_maps(config, params, batch):  # (B, N, L, L)
         mass = (probs * near).sum(-1)  # (B, N, L): each query's mass on its neighbours
         per_head = (mass * mask[:, None]).sum((0, 2)) / mask.sum()
         result.append(per_head.max())
+    return jnp.stack(result)
+
+
+def attention_entropy(config, params, batch):
+    """Per layer, the lowest of its heads' mean attention entropy over real queries, as a share
+    of the most it can be (log of the row's real length): 1 when a head spreads evenly, near 0
+    when every query looks at one key. A collapse towards 0 (Zhai et al., 2023) is how the
+    plateau looks from inside: heads fixed on frequent words, not on the neighbours."""
+    import jax.numpy as jnp
+    mask = batch["attention_mask"].astype(jnp.float32)  # (B, L)
+    most = jnp.log(jnp.maximum(mask.sum(-1), 2.0))[:, None, None]  # (B, 1, 1)
+    result = []
+    for probs in attention_maps(config, params, batch):  # (B, N, L, L)
+        entropy = -(probs * jnp.log(jnp.maximum(probs, 1e-30))).sum(-1) / most  # (B, N, L)
+        per_head = (entropy * mask[:, None]).sum((0, 2)) / mask.sum()
+        result.append(per_head.min())
     return jnp.stack(result)
 
 

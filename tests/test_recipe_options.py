@@ -278,6 +278,9 @@ def test_position_scale_and_mimetic_attention_start_where_they_say_and_keep_the_
     spread = np.asarray(tta.neighbour_attention(config, sinusoids, batch))
     local = np.asarray(tta.neighbour_attention(config, started, batch))
     assert np.all(spread < 3 / 64) and np.all(local > 0.15)
+    # and the entropy diagnostic reads spread attention as 1, the local start far below it
+    assert np.all(np.asarray(tta.attention_entropy(config, sinusoids, batch)) > 0.99)
+    assert np.all(np.asarray(tta.attention_entropy(config, started, batch)) < 0.5)
     with pytest.raises(BertJaxError, match="config.mimetic_qk"):
         pretrain_config.validate(PretrainConfig(mimetic_qk=-0.1))
     with pytest.raises(BertJaxError, match="config.position_scale"):
