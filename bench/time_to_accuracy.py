@@ -278,8 +278,9 @@ def neighbour_attention(config, params, batch):
 def attention_entropy(config, params, batch):
     """Per layer, the lowest of its heads' mean attention entropy over real queries, as a share
     of the most it can be (log of the row's real length): 1 when a head spreads evenly, near 0
-    when every query looks at one key. A collapse towards 0 (Zhai et al., 2023) is how the
-    plateau looks from inside: heads fixed on frequent words, not on the neighbours."""
+    when every query looks at one key. Low entropy with low neighbour attention is how the
+    plateau looks from inside: heads collapsed (Zhai et al., 2023) onto a few frequent words;
+    off the plateau heads are sharp too, but on the neighbours."""
     import jax.numpy as jnp
     mask = batch["attention_mask"].astype(jnp.float32)  # (B, L)
     most = jnp.log(jnp.maximum(mask.sum(-1), 2.0))[:, None, None]  # (B, 1, 1)
