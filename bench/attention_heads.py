@@ -7,8 +7,9 @@ words; runs off it have heads on the neighbours).
 For each workdir's latest checkpoint, on 16 rows of 128 tokens from the end of `--text`
 (masked at 15% as in training, one fixed draw), per head of each layer: the attention mass
 on the two neighbours and on the token itself, the attention entropy as a share of its
-maximum (1: spread evenly, 0: one key per query), and the tokens its queries' top keys hold
-most often; and per layer the query kernel's root-mean-square.
+maximum (1: spread evenly, 0: one key per query; time_to_accuracy.py's per-head measures,
+whose per-layer extremes its curves print), and the tokens its queries' top keys hold most
+often; and per layer the query kernel's root-mean-square.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ ROWS, LENGTH, TAIL_CHARS = 16, 128, 60_000
 
 
 def rows_of(tok, text: str, seed: int = 0):
-    """(input ids with [MASK]s, the ids' token strings) for ROWS rows of LENGTH tokens."""
+    """(ROWS, LENGTH) input ids: [CLS] text [SEP], 15% of the text's tokens [MASK]ed."""
     from bert_jax.data import tokenizer
     special = tokenizer.special_token_ids(tok)
     ids = tok.encode(text[-TAIL_CHARS:], add_special_tokens=False).ids
@@ -40,6 +41,7 @@ def rows_of(tok, text: str, seed: int = 0):
 
 def describe(workdir: str, text: str) -> str:
     import jax.numpy as jnp
+    from time_to_accuracy import head_entropy, head_neighbour_mass
 
     from bert_jax.checkpoints import paths
     from bert_jax.checkpoints.model_dir import latest_checkpoint_params
@@ -51,24 +53,23 @@ def describe(workdir: str, text: str) -> str:
     x = rows_of(tok, text)
     out = BertModel(config).apply({"params": params["bert"]}, jnp.asarray(x),
                                   jnp.zeros_like(x), jnp.ones_like(x), output_attentions=True)
-    offsets = np.arange(LENGTH)[1:-1, None] - np.arange(LENGTH)[None]  # real queries only
+    mask = jnp.ones_like(x)
     lines = [f"== {workdir} (step {step})"]
-    for index, probs in enumerate(out.attentions):
-        probs = np.asarray(probs)[:, :, 1:-1]  # (B, N, queries, keys)
+    for index, probs in enumerate(out.attentions):  # (B, N, L, L)
         kernel = params["bert"]["encoder"][f"layer_{index}"]["attention"]["query"]["kernel"]
         lines.append(f"layer {index + 1}: W_q rms {np.sqrt(np.mean(np.square(kernel))):.3f}")
-        entropy = -(probs * np.log(np.maximum(probs, 1e-30))).sum(-1) / np.log(LENGTH)
-        top = x[np.arange(ROWS)[:, None, None], probs.argmax(-1)]  # (B, N, queries) token ids
+        neighbours = np.asarray(head_neighbour_mass(probs, mask))
+        entropy = np.asarray(head_entropy(probs, mask))
+        probs = np.asarray(probs)
+        itself = np.einsum("bnii->n", probs) / (ROWS * LENGTH)
+        top = x[np.arange(ROWS)[:, None, None], probs.argmax(-1)]  # (B, N, L) token ids
         for head in range(probs.shape[1]):
-            p = probs[:, head]
             counts = np.bincount(top[:, head].ravel())
             most = np.argsort(counts)[::-1][:3]
             words = ", ".join(f"{tok.id_to_token(int(t))!r}" for t in most)
-            lines.append(
-                f"  head {head + 1}: neighbours {(p * (np.abs(offsets) == 1)).sum(-1).mean():.2f}"
-                f" self {(p * (offsets == 0)).sum(-1).mean():.2f}"
-                f" entropy {entropy[:, head].mean():.2f}"
-                f" top keys {words} ({counts[most].sum() / counts.sum():.0%})")
+            lines.append(f"  head {head + 1}: neighbours {neighbours[head]:.2f} self "
+                         f"{itself[head]:.2f} entropy {entropy[head]:.2f} top keys {words} "
+                         f"({counts[most].sum() / counts.sum():.0%})")
     return "\n".join(lines)
 
 

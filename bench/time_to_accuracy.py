@@ -219,8 +219,7 @@ class OursTrainer:
         self.eval_fn = jax.jit(
             lambda p, b: steps.pretraining_metrics(model.apply, p, b, True, nsp=nsp),
             compiler_options=xla_options.forward())
-        self.neighbours_fn = jax.jit(lambda p, b: neighbour_attention(s.config, p, b))
-        self.entropy_fn = jax.jit(lambda p, b: attention_entropy(s.config, p, b))
+        self.attention_fn = jax.jit(lambda p, b: attention_diagnostics(s.config, p, b))
 
     def prepare(self, step, batch):
         return batch  # masked inside the step, on the clock
@@ -244,10 +243,10 @@ class OursTrainer:
             m = self.jax.device_get(self.eval_fn(self.state.params, batch))
             totals = m if totals is None else losses.add(totals, m)
         values = losses.means(totals)
-        values["neighbour_attention"] = [float(x) for x in self.neighbours_fn(
-            self.state.params, self.heldout[0])]
-        values["attention_entropy"] = [float(x) for x in self.entropy_fn(
-            self.state.params, self.heldout[0])]
+        neighbours, entropy = self.jax.device_get(self.attention_fn(self.state.params,
+                                                                    self.heldout[0]))
+        values["neighbour_attention"] = [float(x) for x in neighbours]
+        values["attention_entropy"] = [float(x) for x in entropy]
         return values
 
 
@@ -259,37 +258,48 @@ def attention_maps(config, params, batch):
                                    output_attentions=True).attentions
 
 
-def neighbour_attention(config, params, batch):
-    """Per layer, the most any head attends from a real token to its two neighbours (the
-    attention mass at offsets ±1, averaged over query positions): near 2/length while attention
-    is spread evenly (the plateau), towards 1 once a head reads the adjacent words."""
+def head_neighbour_mass(probs, mask):
+    """(N,): each head's attention mass on a query's two neighbours (offsets ±1), averaged
+    over the real queries; `probs` (B, N, L, L) one layer's attention, `mask` (B, L)."""
     import jax.numpy as jnp
-    mask = batch["attention_mask"].astype(jnp.float32)  # (B, L)
+    mask = mask.astype(jnp.float32)
     offsets = jnp.abs(jnp.arange(mask.shape[1])[:, None] - jnp.arange(mask.shape[1])[None])
-    near = (offsets == 1).astype(jnp.float32)  # (L, L)
-    result = []
-    for probs in attention_maps(config, params, batch):  # (B, N, L, L)
-        mass = (probs * near).sum(-1)  # (B, N, L): each query's mass on its neighbours
-        per_head = (mass * mask[:, None]).sum((0, 2)) / mask.sum()
-        result.append(per_head.max())
-    return jnp.stack(result)
+    mass = (probs * (offsets == 1)).sum(-1)  # (B, N, L): each query's mass on its neighbours
+    return (mass * mask[:, None]).sum((0, 2)) / mask.sum()
+
+
+def head_entropy(probs, mask):
+    """(N,): each head's attention entropy averaged over the real queries, as a share of the
+    most it can be (log of the row's real length): 1 spread evenly, near 0 one key a query."""
+    import jax.numpy as jnp
+    mask = mask.astype(jnp.float32)
+    most = jnp.log(jnp.maximum(mask.sum(-1), 2.0))[:, None, None]  # (B, 1, 1)
+    entropy = -(probs * jnp.log(jnp.maximum(probs, 1e-30))).sum(-1) / most  # (B, N, L)
+    return (entropy * mask[:, None]).sum((0, 2)) / mask.sum()
+
+
+def attention_diagnostics(config, params, batch):
+    """(neighbour attention, attention entropy), each (layers,), from one forward pass:
+    per layer the most any head attends to the two neighbours (near 2/length while attention
+    is spread evenly, towards 1 once a head reads the adjacent words) and the lowest entropy
+    of its heads. Low entropy with low neighbour attention is how the plateau looks from
+    inside: heads collapsed (Zhai et al., 2023) onto a few frequent words; off the plateau
+    heads are sharp too, but on the neighbours."""
+    import jax.numpy as jnp
+    maps = attention_maps(config, params, batch)
+    mask = batch["attention_mask"]
+    return (jnp.stack([head_neighbour_mass(p, mask).max() for p in maps]),
+            jnp.stack([head_entropy(p, mask).min() for p in maps]))
+
+
+def neighbour_attention(config, params, batch):
+    """Per layer, the most any head attends to a token's two neighbours (see above)."""
+    return attention_diagnostics(config, params, batch)[0]
 
 
 def attention_entropy(config, params, batch):
-    """Per layer, the lowest of its heads' mean attention entropy over real queries, as a share
-    of the most it can be (log of the row's real length): 1 when a head spreads evenly, near 0
-    when every query looks at one key. Low entropy with low neighbour attention is how the
-    plateau looks from inside: heads collapsed (Zhai et al., 2023) onto a few frequent words;
-    off the plateau heads are sharp too, but on the neighbours."""
-    import jax.numpy as jnp
-    mask = batch["attention_mask"].astype(jnp.float32)  # (B, L)
-    most = jnp.log(jnp.maximum(mask.sum(-1), 2.0))[:, None, None]  # (B, 1, 1)
-    result = []
-    for probs in attention_maps(config, params, batch):  # (B, N, L, L)
-        entropy = -(probs * jnp.log(jnp.maximum(probs, 1e-30))).sum(-1) / most  # (B, N, L)
-        per_head = (entropy * mask[:, None]).sum((0, 2)) / mask.sum()
-        result.append(per_head.min())
-    return jnp.stack(result)
+    """Per layer, the lowest of its heads' attention entropies (see above)."""
+    return attention_diagnostics(config, params, batch)[1]
 
 
 def initial_params(s: Setup):
