@@ -239,12 +239,21 @@ def test_sinusoidal_position_init_starts_positions_by_distance_and_keeps_the_res
     assert initial_params.with_position_init(params, config, "normal") is params
 
 
-def test_position_scale_and_mimetic_attention_start_where_they_say_and_keep_the_rest():
+def _time_to_accuracy():
+    """bench/time_to_accuracy.py as a module: its attention diagnostics."""
     import importlib.util
     import sys
 
     from conftest import ROOT
+    spec = importlib.util.spec_from_file_location(
+        "time_to_accuracy", os.path.join(ROOT, "bench", "time_to_accuracy.py"))
+    tta = importlib.util.module_from_spec(spec)
+    sys.modules["time_to_accuracy"] = tta  # its dataclass looks its module up
+    spec.loader.exec_module(tta)
+    return tta
 
+
+def test_position_scale_and_mimetic_attention_start_where_they_say_and_keep_the_rest():
     from bert_jax.training import initial_params
     config = BertConfig.preset("tiny", vocab_size=300)
     params = BertForPreTraining(config).init(jax.random.key(0),
@@ -268,11 +277,7 @@ def test_position_scale_and_mimetic_attention_start_where_they_say_and_keep_the_
         for i in range(2) for k in ("query", "key")}
     assert initial_params.starting_params(params, config, PretrainConfig()) is params
     # what it is for: the attention starts on each token's neighbours, not spread evenly
-    spec = importlib.util.spec_from_file_location(
-        "time_to_accuracy", os.path.join(ROOT, "bench", "time_to_accuracy.py"))
-    tta = importlib.util.module_from_spec(spec)
-    sys.modules["time_to_accuracy"] = tta  # its dataclass looks its module up
-    spec.loader.exec_module(tta)
+    tta = _time_to_accuracy()
     ids = np.random.default_rng(0).integers(5, 300, (2, 64)).astype(np.int32)
     batch = dict(input_ids=ids, token_type_ids=np.zeros_like(ids), attention_mask=np.ones_like(ids))
     spread = np.asarray(tta.neighbour_attention(config, sinusoids, batch))
@@ -285,3 +290,34 @@ def test_position_scale_and_mimetic_attention_start_where_they_say_and_keep_the_
         pretrain_config.validate(PretrainConfig(mimetic_qk=-0.1))
     with pytest.raises(BertJaxError, match="config.position_scale"):
         pretrain_config.validate(PretrainConfig(position_scale=0.0))
+
+
+def test_mimetic_heads_start_only_the_first_heads_local_and_leave_the_others_spread():
+    from bert_jax.training import initial_params
+    config = BertConfig.preset("tiny", vocab_size=300)  # 2 heads of 64 columns
+    params = BertForPreTraining(config).init(jax.random.key(0),
+                                             jnp.zeros((1, 8), jnp.int32))["params"]
+    params = initial_params.with_position_init(params, config, "sinusoidal", 4.0)
+    started = initial_params.with_mimetic_qk(params, config, 0.08, heads=1)
+    everyone = initial_params.with_mimetic_qk(params, config, 0.08, heads=0)
+    for name, layer in started["bert"]["encoder"].items():
+        q, k = (np.asarray(layer["attention"][n]["kernel"]) for n in ("query", "key"))
+        q0, k0 = (np.asarray(params["bert"]["encoder"][name]["attention"][n]["kernel"])
+                  for n in ("query", "key"))
+        all_q = np.asarray(everyone["bert"]["encoder"][name]["attention"]["query"]["kernel"])
+        np.testing.assert_array_equal(q[:, :64], k[:, :64])  # head 0: W_k starts as W_q
+        np.testing.assert_array_equal(q[:, :64], all_q[:, :64])  # as with every head mimetic
+        np.testing.assert_array_equal(q[:, 64:], q0[:, 64:])  # head 1: the original init
+        np.testing.assert_array_equal(k[:, 64:], k0[:, 64:])
+    tta = _time_to_accuracy()
+    ids = np.random.default_rng(0).integers(5, 300, (2, 64)).astype(np.int32)
+    mask = np.ones_like(ids)
+    batch = dict(input_ids=ids, token_type_ids=np.zeros_like(ids), attention_mask=mask)
+    for probs in tta.attention_maps(config, started, batch):  # per layer (B, N, L, L)
+        local, spread = np.asarray(tta.head_neighbour_mass(probs, mask))
+        assert local > 0.15 and spread < 3 / 64  # head 0 reads its neighbours, head 1 all
+        assert np.asarray(tta.head_entropy(probs, mask))[1] > 0.99
+    with pytest.raises(BertJaxError, match=r"config.mimetic_heads: expected 0 \(all\) to 2"):
+        initial_params.with_mimetic_qk(params, config, 0.08, heads=3)
+    with pytest.raises(BertJaxError, match="config.mimetic_heads"):
+        pretrain_config.validate(PretrainConfig(mimetic_heads=-1))

@@ -20,6 +20,8 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
+from bert_jax.errors import BertJaxError
+
 POSITION_INITS = ("normal", "sinusoidal")
 
 
@@ -55,30 +57,40 @@ def starting_params(params: dict, config, cfg) -> dict:
     """A freshly initialised BertFor* tree as a PretrainConfig `cfg` starts it: its position
     embeddings (cfg.position_init) and its attention (cfg.mimetic_qk)."""
     return with_mimetic_qk(with_position_init(params, config, cfg.position_init,
-                                              cfg.position_scale), config, cfg.mimetic_qk)
+                                              cfg.position_scale), config, cfg.mimetic_qk,
+                           cfg.mimetic_heads)
 
 
-def with_mimetic_qk(params: dict, config, std: float) -> dict:
-    """Every layer's query kernel rescaled to standard deviation `std` and the key kernel
-    started as a copy of it (biases stay 0); `std` 0 leaves the params unchanged.
+def with_mimetic_qk(params: dict, config, std: float, heads: int = 0) -> dict:
+    """The first `heads` heads of every layer (0: all) with their query kernel columns rescaled
+    to standard deviation `std` and the key kernel's started as a copy of them (biases stay 0);
+    the other heads keep the original init. `std` 0 leaves the params unchanged.
 
     Mimetic initialisation (Trockman & Kolter, 2023): with W_k = W_q, each head's W_q W_kᵀ is
     positive semi-definite, so a query's logit is highest for the keys most like it: itself,
     and with sinusoidal positions the positions nearest it. Attention starts local instead of
     uniform, which is what the early MLM plateau lacks (bench/RESULTS.md, neighbour
-    attention). The copy is only where training starts: both kernels are trained freely, and
-    the model is an unchanged BERT. A head's logit for a unit-variance input and itself is
-    about std² · H² / N / √(H/N) (64 · 128 · std² / 8 for BERT-tiny: 2.6 at std 0.05).
+    attention). A head left at the original init starts spread evenly over the sequence.
+    The copy is only where training starts: both kernels are trained freely, and the model
+    is an unchanged BERT. A head's logit for a unit-variance input and itself is about
+    std² · H² / N / √(H/N) (64 · 128 · std² / 8 for BERT-tiny: 2.6 at std 0.05).
     """
     if not std:
         return params
+    n = config.num_attention_heads
+    if not 0 <= heads <= n:
+        raise BertJaxError(f"config.mimetic_heads: expected 0 (all) to {n}, the model's heads "
+                           f"per layer, got {heads}")
+    width = (heads or n) * (config.hidden_size // n)  # a head's columns are contiguous
     scale = std / (0.8796 * config.initializer_range)  # a 2σ-truncated normal's std is 0.88σ
     layers = dict(params["bert"]["encoder"])
     for name, layer in layers.items():
         attention = dict(layer["attention"])
-        query = dict(attention["query"], kernel=attention["query"]["kernel"] * scale)
-        attention["query"] = query
-        attention["key"] = dict(attention["key"], kernel=query["kernel"])
+        q, k = attention["query"]["kernel"], attention["key"]["kernel"]
+        q = jnp.concatenate([q[:, :width] * scale, q[:, width:]], axis=1)
+        k = jnp.concatenate([q[:, :width], k[:, width:]], axis=1)
+        attention["query"] = dict(attention["query"], kernel=q)
+        attention["key"] = dict(attention["key"], kernel=k)
         layers[name] = dict(layer, attention=attention)
     return dict(params, bert=dict(params["bert"], encoder=layers))
 
