@@ -79,3 +79,20 @@ def test_no_shipped_config_sets_dupe_factor(caplog):
         for path in sorted(glob.glob("configs/pretrain_*.py")):
             pretrain_config.load_config(path)
     assert not any("dupe_factor" in r.getMessage() for r in caplog.records)
+
+
+def test_the_default_run_uses_the_bundled_vocabulary_of_its_corpus():
+    """The default run does not train its vocabulary (two `tokenizers` trainings can differ
+    in a few ids): it loads the one bundled beside the novels, so a step-based default run
+    repeats exactly."""
+    import os
+
+    from bert_jax.data import tokenizer
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    cfg = pretrain_config.load_config(os.path.join(root, "configs", "pretrain_tiny.py"))
+    assert cfg.vocab == "data/austen/vocab" and cfg.train_files == "data/austen/*.txt"
+    tok = tokenizer.load(os.path.join(root, cfg.vocab))
+    assert tok.get_vocab_size(with_added_tokens=True) == cfg.vocab_size == 8192
+    ids = tok.encode("Emma Woodhouse, handsome, clever, and rich").ids
+    assert [tok.id_to_token(i) for i in ids] == [
+        "[CLS]", "emma", "woodhouse", ",", "handsome", ",", "clever", ",", "and", "rich", "[SEP]"]
