@@ -292,7 +292,7 @@ def test_position_scale_and_mimetic_attention_start_where_they_say_and_keep_the_
         pretrain_config.validate(PretrainConfig(position_scale=0.0))
 
 
-def test_mimetic_heads_start_only_the_first_heads_local_and_leave_the_others_spread():
+def test_mimetic_heads_and_layers_start_only_those_local_and_leave_the_rest_spread():
     from bert_jax.training import initial_params
     config = BertConfig.preset("tiny", vocab_size=300)  # 2 heads of 64 columns
     params = BertForPreTraining(config).init(jax.random.key(0),
@@ -321,3 +321,17 @@ def test_mimetic_heads_start_only_the_first_heads_local_and_leave_the_others_spr
         initial_params.with_mimetic_qk(params, config, 0.08, heads=3)
     with pytest.raises(BertJaxError, match="config.mimetic_heads"):
         pretrain_config.validate(PretrainConfig(mimetic_heads=-1))
+    # mimetic_layers: only the first layers start so; the rest keep the original init whole
+    first = initial_params.with_mimetic_qk(params, config, 0.08, layers=1)
+    attention = lambda p, i, n: np.asarray(  # noqa: E731
+        p["bert"]["encoder"][f"layer_{i}"]["attention"][n]["kernel"])
+    for n in ("query", "key"):
+        np.testing.assert_array_equal(attention(first, 0, n), attention(everyone, 0, n))
+        np.testing.assert_array_equal(attention(first, 1, n), attention(params, 1, n))
+    local, spread = (np.asarray(tta.head_neighbour_mass(p, mask)).min()
+                     for p in tta.attention_maps(config, first, batch))
+    assert local > 0.15 and spread < 3 / 64
+    with pytest.raises(BertJaxError, match=r"config.mimetic_layers: expected 0 \(all\) to 2"):
+        initial_params.with_mimetic_qk(params, config, 0.08, layers=3)
+    with pytest.raises(BertJaxError, match="config.mimetic_layers"):
+        pretrain_config.validate(PretrainConfig(mimetic_layers=-1))

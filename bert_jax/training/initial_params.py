@@ -58,13 +58,14 @@ def starting_params(params: dict, config, cfg) -> dict:
     embeddings (cfg.position_init) and its attention (cfg.mimetic_qk)."""
     return with_mimetic_qk(with_position_init(params, config, cfg.position_init,
                                               cfg.position_scale), config, cfg.mimetic_qk,
-                           cfg.mimetic_heads)
+                           cfg.mimetic_heads, cfg.mimetic_layers)
 
 
-def with_mimetic_qk(params: dict, config, std: float, heads: int = 0) -> dict:
-    """The first `heads` heads of every layer (0: all) with their query kernel columns rescaled
-    to standard deviation `std` and the key kernel's started as a copy of them (biases stay 0);
-    the other heads keep the original init. `std` 0 leaves the params unchanged.
+def with_mimetic_qk(params: dict, config, std: float, heads: int = 0, layers: int = 0) -> dict:
+    """The first `heads` heads (0: all) of the first `layers` layers (0: all) with their query
+    kernel columns rescaled to standard deviation `std` and the key kernel's started as a copy
+    of them (biases stay 0); the other heads keep the original init. `std` 0 leaves the params
+    unchanged.
 
     Mimetic initialisation (Trockman & Kolter, 2023): with W_k = W_q, each head's W_q W_kᵀ is
     positive semi-definite, so a query's logit is highest for the keys most like it: itself,
@@ -81,18 +82,24 @@ def with_mimetic_qk(params: dict, config, std: float, heads: int = 0) -> dict:
     if not 0 <= heads <= n:
         raise BertJaxError(f"config.mimetic_heads: expected 0 (all) to {n}, the model's heads "
                            f"per layer, got {heads}")
+    depth = config.num_hidden_layers
+    if not 0 <= layers <= depth:
+        raise BertJaxError(f"config.mimetic_layers: expected 0 (all) to {depth}, the model's "
+                           f"layers, got {layers}")
     width = (heads or n) * (config.hidden_size // n)  # a head's columns are contiguous
     scale = std / (0.8796 * config.initializer_range)  # a 2σ-truncated normal's std is 0.88σ
-    layers = dict(params["bert"]["encoder"])
-    for name, layer in layers.items():
+    encoder = dict(params["bert"]["encoder"])
+    for name, layer in encoder.items():
+        if int(name.rsplit("_", 1)[-1]) >= (layers or depth):  # "layer_0", "layer_1", …
+            continue
         attention = dict(layer["attention"])
         q, k = attention["query"]["kernel"], attention["key"]["kernel"]
         q = jnp.concatenate([q[:, :width] * scale, q[:, width:]], axis=1)
         k = jnp.concatenate([q[:, :width], k[:, width:]], axis=1)
         attention["query"] = dict(attention["query"], kernel=q)
         attention["key"] = dict(attention["key"], kernel=k)
-        layers[name] = dict(layer, attention=attention)
-    return dict(params, bert=dict(params["bert"], encoder=layers))
+        encoder[name] = dict(layer, attention=attention)
+    return dict(params, bert=dict(params["bert"], encoder=encoder))
 
 
 def with_position_init(params: dict, config, kind: str, scale: float = 1.0) -> dict:

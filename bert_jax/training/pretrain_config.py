@@ -38,6 +38,7 @@ class PretrainConfig:
     mimetic_qk: float = 0.0  # > 0: query kernels start at this σ, key kernels as their copies
     #   (mimetic init: attention starts local, not uniform); 0: the original init
     mimetic_heads: int = 0  # of each layer's heads, the first this many start mimetic (0: all)
+    mimetic_layers: int = 0  # of the layers, the first this many start mimetic (0: all)
     # data
     train_files: str = "data/austen/*.txt"  # glob of UTF-8 text files, one document per file
     documents: str = "file"  # "file": one document a file; "blank_line": split at blank lines
@@ -108,7 +109,7 @@ _POSITIVE = ("vocab_size", "max_seq_length", "batch_size", "grad_accum_steps", "
              "log_every", "checkpoint_every", "keep_checkpoints")
 _NON_NEGATIVE = ("warmup_steps", "data_seed", "seed", "eval_every", "eval_batches",
                  "prepare_workers", "max_predictions_per_seq", "phase1_seq_length",
-                 "mimetic_heads")
+                 "mimetic_heads", "mimetic_layers")
 HELDOUT_MASKED_LM_PROB = 0.15  # held-out masks: the paper's rate whatever the training one
 _CHOICES = {"dtype": ("float32", "bfloat16"), "optimizer": ("adamw", "lamb"),
             "position_init": POSITION_INITS,
