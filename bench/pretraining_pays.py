@@ -2,7 +2,8 @@
 the same architecture from random initialisation with the same recipe, over several seeds.
 
     python bench/pretraining_pays.py runs/tiny [--seeds 0,1,2] [--out runs/pays]
-                                     [--arms pretrained,random] [--config.F=V ...]
+                                     [--arms pretrained,random] [--redraw REGEX]
+                                     [--config.F=V ...]
                                      [--config configs/finetune_fine_foods.py]
 
 Both arms share the fine-tuning config (by default configs/finetune_fine_foods.py at a rate
@@ -11,6 +12,9 @@ fine-tuning seed of both arms (head init, dropout, batch order) and the random e
 (the model's own: normal(0, initializer_range) truncated at 2σ). The arm `random_start` is
 random weights started as the pretraining run started them (its train_config.json's position
 init and scale, mimetic attention): what the recipe's starting point alone does to fine-tuning.
+The arm `redrawn` is the export with the parameters `--redraw` matches redrawn at the model's
+init (by default the top layer's query and key kernels, so its attention starts even): what the
+rest of pretraining is worth when that part starts afresh.
 The score is the last epoch's on the validation file (no epoch is chosen on it: the bundled
 data's validation file is its test file). Prints a table of each arm's mean ± sd and writes
 OUT/pays.json.
@@ -54,6 +58,35 @@ def random_model(export: str, seed: int, out: str, start_from: str = "") -> str:
     return out
 
 
+def redrawn_model(export: str, pattern: str, seed: int, out: str) -> str:
+    """A copy of the export whose parameters with a path matching `pattern` (a regular
+    expression searched in "bert/encoder/layer_1/attention/query/kernel"-style paths) are
+    redrawn as the model's own init draws them: what the rest of pretraining is worth when
+    that part starts afresh (e.g. 'layer_1/attention/(query|key)': the top layer's attention
+    starts spread evenly)."""
+    import re
+
+    import jax
+    import numpy as np
+    from flax import traverse_util
+
+    from bert_jax.checkpoints import paths
+    from bert_jax.checkpoints.huggingface import load_hf, save_hf
+    from bert_jax.models import BertForPreTraining
+    config, params = load_hf(export)
+    fresh = BertForPreTraining(config).init(jax.random.key(seed), np.ones((1, 8), np.int32))[
+        "params"]
+    flat, new = traverse_util.flatten_dict(params, sep="/"), traverse_util.flatten_dict(
+        fresh, sep="/")
+    hits = sorted(k for k in flat if re.search(pattern, k))
+    if not hits:
+        raise SystemExit(f"--redraw {pattern!r}: matches no parameter of {export}")
+    flat.update({k: new[k] for k in hits})
+    save_hf(out, config, traverse_util.unflatten_dict(flat, sep="/"), paths.vocab_files(export),
+            overwrite=True)
+    return out
+
+
 def finetune(init: str, config_path: str, overrides: list[str], seed: int, workdir: str) -> dict:
     """The last epoch's validation scores of one fine-tuning run."""
     from bert_jax.training.config_files import apply_overrides, run_config_file
@@ -76,7 +109,10 @@ def main(argv=None) -> int:
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--out", default="runs/pays")
     parser.add_argument("--arms", default="pretrained,random",
-                        help="of pretrained, random, random_start")
+                        help="of pretrained, random, random_start, redrawn")
+    parser.add_argument("--redraw", default="layer_1/attention/(query|key)",
+                        help="the arm `redrawn`: the export with the parameters whose path "
+                             "matches this regular expression redrawn at the model's init")
     parser.add_argument("--config", default=os.path.join(ROOT, "configs",
                                                          "finetune_fine_foods.py"))
     args, rest = parser.parse_known_args(argv)
@@ -84,9 +120,10 @@ def main(argv=None) -> int:
     if len(overrides) != len(rest):
         parser.error(f"unrecognised arguments: {' '.join(rest)}")
     arms = args.arms.split(",")
-    unknown = sorted(set(arms) - {"pretrained", "random", "random_start"})
+    unknown = sorted(set(arms) - {"pretrained", "random", "random_start", "redrawn"})
     if unknown:
-        parser.error(f"--arms: unknown {', '.join(unknown)} (pretrained, random, random_start)")
+        parser.error(f"--arms: unknown {', '.join(unknown)} (pretrained, random, random_start, "
+                     f"redrawn)")
     export = os.path.join(args.pretrained, "export")
     if not os.path.isfile(os.path.join(export, "config.json")):
         raise SystemExit(f"{export}: no exported model (run the pretraining to its end)")
@@ -94,9 +131,14 @@ def main(argv=None) -> int:
     runs = {arm: [] for arm in arms}
     for seed in seeds:
         for arm in arms:
-            init = export if arm == "pretrained" else random_model(
-                export, seed, os.path.join(args.out, f"{arm}-init-{seed}"),
-                start_from=args.pretrained if arm == "random_start" else "")
+            where = os.path.join(args.out, f"{arm}-init-{seed}")
+            if arm == "pretrained":
+                init = export
+            elif arm == "redrawn":
+                init = redrawn_model(export, args.redraw, seed, where)
+            else:
+                init = random_model(export, seed, where,
+                                    start_from=args.pretrained if arm == "random_start" else "")
             scores = finetune(init, args.config, overrides, seed,
                               os.path.join(args.out, f"{arm}-{seed}"))
             runs[arm].append({k: scores[k] for k in METRICS if k in scores})
@@ -111,6 +153,7 @@ def main(argv=None) -> int:
     print(table)
     with open(os.path.join(args.out, "pays.json"), "w", encoding="utf-8") as f:
         json.dump({"pretrained": args.pretrained, "seeds": seeds, "recipe": [*RECIPE, *overrides],
+                   **({"redraw": args.redraw} if "redrawn" in arms else {}),
                    "runs": runs, "table": table}, f, indent=1)
     return 0
 
