@@ -9,9 +9,9 @@ def get_config() -> PretrainConfig:
         model="tiny",  # preset: 2 layers, hidden 128, 2 heads, feed-forward 512
         train_files="data/austen/*.txt",  # six novels, 3.9 MB, one document per file
         vocab="data/austen/vocab",  # uncased WordPiece, 8,192 pieces, trained on these novels
-        #   by `bert-jax tokenizer` and bundled: the `tokenizers` trainer breaks ties in
-        #   hash-map order, so two trainings differ in a few ids and a run would not repeat
-        #   exactly; vocab="" trains one of vocab_size into WORKDIR/vocab, as for your corpus
+        #   (train_tokenizer, as `bert-jax tokenizer`) and bundled: the `tokenizers` trainer
+        #   breaks ties in hash-map order, so two trainings order hundreds of ids differently
+        #   and a run would not repeat; vocab="" trains one into WORKDIR/vocab, for your corpus
         vocab_size=8192,  # small corpus, small vocabulary: fewer rare, untrainable pieces
         objective="mlm+nsp",  # the paper's: NSP costs nothing measurable here (RESULTS)
         dropout=0.0,  # minutes of training, 28 epochs at most: nothing to regularise yet

@@ -55,7 +55,8 @@ def sinusoids(positions: int, features: int, std: float) -> np.ndarray:
 
 def starting_params(params: dict, config, cfg) -> dict:
     """A freshly initialised BertFor* tree as a PretrainConfig `cfg` starts it: its position
-    embeddings (cfg.position_init) and its attention (cfg.mimetic_qk)."""
+    embeddings (cfg.position_init) and its attention (cfg.mimetic_qk, in cfg.mimetic_heads
+    heads of cfg.mimetic_layers layers)."""
     return with_mimetic_qk(with_position_init(params, config, cfg.position_init,
                                               cfg.position_scale), config, cfg.mimetic_qk,
                            cfg.mimetic_heads, cfg.mimetic_layers)
