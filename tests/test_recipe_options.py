@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import train_here
+from conftest import bench_module, train_here
 
 from bert_jax.data import masking, tokenizer
 from bert_jax.errors import BertJaxError
@@ -239,20 +239,6 @@ def test_sinusoidal_position_init_starts_positions_by_distance_and_keeps_the_res
     assert initial_params.with_position_init(params, config, "normal") is params
 
 
-def _time_to_accuracy():
-    """bench/time_to_accuracy.py as a module: its attention diagnostics."""
-    import importlib.util
-    import sys
-
-    from conftest import ROOT
-    spec = importlib.util.spec_from_file_location(
-        "time_to_accuracy", os.path.join(ROOT, "bench", "time_to_accuracy.py"))
-    tta = importlib.util.module_from_spec(spec)
-    sys.modules["time_to_accuracy"] = tta  # its dataclass looks its module up
-    spec.loader.exec_module(tta)
-    return tta
-
-
 def test_position_scale_and_mimetic_attention_start_where_they_say_and_keep_the_rest():
     from bert_jax.training import initial_params
     config = BertConfig.preset("tiny", vocab_size=300)
@@ -277,7 +263,7 @@ def test_position_scale_and_mimetic_attention_start_where_they_say_and_keep_the_
         for i in range(2) for k in ("query", "key")}
     assert initial_params.starting_params(params, config, PretrainConfig()) is params
     # what it is for: the attention starts on each token's neighbours, not spread evenly
-    tta = _time_to_accuracy()
+    tta = bench_module("time_to_accuracy")
     ids = np.random.default_rng(0).integers(5, 300, (2, 64)).astype(np.int32)
     batch = dict(input_ids=ids, token_type_ids=np.zeros_like(ids), attention_mask=np.ones_like(ids))
     spread = np.asarray(tta.neighbour_attention(config, sinusoids, batch))
@@ -309,7 +295,7 @@ def test_mimetic_heads_and_layers_start_only_those_local_and_leave_the_rest_spre
         np.testing.assert_array_equal(q[:, :64], all_q[:, :64])  # as with every head mimetic
         np.testing.assert_array_equal(q[:, 64:], q0[:, 64:])  # head 1: the original init
         np.testing.assert_array_equal(k[:, 64:], k0[:, 64:])
-    tta = _time_to_accuracy()
+    tta = bench_module("time_to_accuracy")
     ids = np.random.default_rng(0).integers(5, 300, (2, 64)).astype(np.int32)
     mask = np.ones_like(ids)
     batch = dict(input_ids=ids, token_type_ids=np.zeros_like(ids), attention_mask=mask)

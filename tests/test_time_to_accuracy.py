@@ -2,21 +2,10 @@
 frameworks evaluated the very same held-out masks, and they start from the same weights (the
 same held-out loss at step 0)."""
 
-import importlib.util
 import json
 import os
-import sys
 
-from conftest import ROOT
-
-
-def _harness():
-    spec = importlib.util.spec_from_file_location(
-        "time_to_accuracy", os.path.join(ROOT, "bench", "time_to_accuracy.py"))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["time_to_accuracy"] = module  # its dataclass looks its module up
-    spec.loader.exec_module(module)
-    return module
+from conftest import ROOT, bench_module
 
 
 def test_harness_runs_both_frameworks_on_identical_heldout_masks(pretrain_setup, tmp_path,
@@ -29,7 +18,7 @@ def test_harness_runs_both_frameworks_on_identical_heldout_masks(pretrain_setup,
     # 4 steps a framework, whatever the machine's speed (a clock of seconds gave a cold compile on
     # a loaded 2-core machine one step); the minutes only bound a hung run
     minutes = 3.0
-    tta = _harness()
+    tta = bench_module("time_to_accuracy")
     code = tta.main(["--minutes", str(minutes), "--eval-every", "1000", "--out", str(tmp_path),
                      "--label", "smoke", *keep, "--config.steps=4", "--config.eval_batches=0"])
     assert code == 0, capfd.readouterr().err[-3000:]
@@ -53,7 +42,7 @@ def test_harness_runs_both_frameworks_on_identical_heldout_masks(pretrain_setup,
 
 
 def test_table_reports_accuracy_at_marks_and_minutes_to_the_reference():
-    tta = _harness()
+    tta = bench_module("time_to_accuracy")
     line = lambda acc: [{"minutes": m, "mlm_accuracy": a, "mlm_loss": 1.0, "step": i}  # noqa
                         for i, (m, a) in enumerate(acc)]
     ours = {"label": "ours", "framework": "ours", "steps": 9, "seconds": 900,
