@@ -6,6 +6,7 @@ import json
 import logging
 import math
 import os
+import sys
 import time
 
 import numpy as np
@@ -27,8 +28,7 @@ class MetricWriter:
         self.path = os.path.join(workdir, paths.METRICS_LOG)
         self.tb = None
         if enabled:
-            from tensorboardX import SummaryWriter
-            self.tb = SummaryWriter(os.path.join(workdir, paths.TENSORBOARD))
+            self.tb = _summary_writer()(os.path.join(workdir, paths.TENSORBOARD))
 
     def write(self, step: int, split: str, values: dict[str, float]) -> None:
         if not self.enabled:
@@ -44,6 +44,25 @@ class MetricWriter:
     def close(self) -> None:
         if self.tb is not None:
             self.tb.close()
+
+
+def _summary_writer():
+    """tensorboardX's SummaryWriter, imported without torch.
+
+    tensorboardX's writer imports torch at module level when it is installed (the test and
+    convert extras install it), only to name a type in its annotations: 1.5 s of every run's
+    start, and a GB of torch in a JAX process. Scalars need none of it, so the import runs with
+    torch hidden unless something already loaded it.
+    """
+    if "torch" in sys.modules:
+        from tensorboardX import SummaryWriter
+        return SummaryWriter
+    sys.modules["torch"] = None  # `import torch` raises ImportError, which tensorboardX expects
+    try:
+        from tensorboardX import SummaryWriter
+    finally:
+        del sys.modules["torch"]
+    return SummaryWriter
 
 
 def _json_number(v):
