@@ -170,6 +170,26 @@ def test_forward_attention_equals_jax_dot_product_attention(dtype):
         *(x.astype(jnp.float32) for x in (q, k, v)), mask), rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_dropout_free_training_attention_has_jax_nn_gradients(dtype):
+    """attention() at dropout 0 (the default pretraining recipe's training path) is the
+    heads-first forward_attention under autodiff: jax.nn.dot_product_attention's output and
+    q, k, v gradients, to float32 summation order (to a few bfloat16 roundings in bfloat16,
+    where jax.nn's products are rounded to bfloat16 and ours accumulate in float32)."""
+    B, L, N, D = 3, 10, 2, 8
+    q, k, v = (normal(i, (B, L, N, D)).astype(dtype) for i in range(3))
+    mask = jnp.asarray(np.arange(L)[None, :] < np.array([10, 6, 2])[:, None])[:, None, None, :]
+    ours = lambda q, k, v: attention(q, k, v, mask, dtype=jnp.dtype(dtype))  # noqa: E731
+    out, grads, _ = vjp_of(ours, q, k, v)
+    ref_out, ref_grads, _ = vjp_of(lambda q, k, v: jax.nn.dot_product_attention(q, k, v, mask=mask),
+                                   q, k, v)
+    assert out.dtype == ref_out.dtype == dtype
+    tol = 1e-5 if dtype == "float32" else 4 * BF16_ULP
+    for ours_x, ref_x in zip((out, *grads), (ref_out, *ref_grads)):
+        ours_x, ref_x = np.asarray(ours_x, np.float32), np.asarray(ref_x, np.float32)
+        np.testing.assert_allclose(ours_x, ref_x, rtol=tol, atol=tol * np.abs(ref_x).max())
+
+
 # --- mixed-precision einsum --------------------------------------------------------------------
 
 @pytest.mark.parametrize("spec,shapes", [("tf,fo->to", ((24, 16), (16, 40))),

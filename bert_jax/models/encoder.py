@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 
 from bert_jax.models.config import BertConfig
-from bert_jax.models.ops.attention import attention, attention_probs, forward_attention
+from bert_jax.models.ops.attention import attention, attention_probs
 from bert_jax.models.ops.dense import Dense
 from bert_jax.models.ops.dropout import Dropout
 from bert_jax.models.ops.layer_norm import LayerNorm
@@ -104,11 +104,8 @@ class SelfAttention(nn.Module):
         v = heads(dense(cfg, H, self.dtype, "value")(xc))  # (B, L, N, D)
         mask = attention_mask[:, None, None, :].astype(bool)  # (B, 1, 1, L): keys only
         rate = 0.0 if deterministic else cfg.attention_probs_dropout_prob
-        if deterministic:  # eval, predict, embed: no backward pass to keep anything for
-            ctx = forward_attention(q, k, v, mask, self.dtype)  # (B, L or P, N, D)
-        else:  # BERT drops attention probabilities; jax.nn's fused kernel has no dropout
-            ctx = attention(q, k, v, mask, dropout_rate=rate, dtype=self.dtype,
-                            dropout_rng=self.make_rng("dropout") if rate else None)
+        ctx = attention(q, k, v, mask, dropout_rate=rate, dtype=self.dtype,  # (B, L or P, N, D)
+                        dropout_rng=self.make_rng("dropout") if rate else None)
         y = dense(cfg, H, self.dtype, "output")(ctx.reshape(x.shape))  # (B, L or P, H)
         y = Dropout(cfg.hidden_dropout_prob)(y, deterministic=deterministic)
         out = layer_norm(cfg, "layer_norm")(x + y)
