@@ -52,6 +52,8 @@ class FinetuneConfig:
     # token classification: CoNLL text files (word first, tag last) or these list columns
     tokens_column: str = "tokens"
     tags_column: str = "tags"  # strings, or integers with ClassLabel names
+    conll_column: int = -1  # the tag column of CoNLL text (token first): -1 the last, as
+    #   CoNLL-2003's NER; 1 its part of speech, 2 its chunk
     # question answering (SQuAD json, or id/question/context/answers records)
     doc_stride: int = 128  # tokens shared by consecutive context windows (HF's stride)
     max_answer_length: int = 30  # in tokens
