@@ -170,3 +170,35 @@ def test_packed_mlm_objective_trains_without_nsp_and_fills_its_rows(setup, tmp_p
     assert "NSP" not in out
     hf = transformers.BertForPreTraining.from_pretrained(str(tmp_path / "export"))
     assert hf.config.vocab_size == BertConfig.from_json_file(str(base / "model.json")).vocab_size
+
+
+def test_pretraining_logs_the_probe_at_every_evaluation(setup, tmp_path):
+    """probe/<name> in metrics.jsonl (split "probe") and the final metrics, at each evaluation,
+    equal to the probe of the exported encoder recomputed from scratch."""
+    import csv
+
+    from bert_jax.checkpoints.huggingface import load_hf
+    from bert_jax.data import tokenizer
+    from bert_jax.models import BertModel
+    from bert_jax.training import probe
+    base, overrides = setup
+    rows = tmp_path / "reviews" / "train.csv"
+    rows.parent.mkdir()
+    with open(rows, "w", encoding="utf-8", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["text", "label"])
+        for i in range(60):
+            writer.writerow([("she was very glad to see him" if i % 2 else
+                              "he was sorry and went away") + f" {i}", "pos" if i % 2 else "neg"])
+    workdir = tmp_path / "run"
+    assert train_here(workdir, overrides, "--config.steps=4", "--config.eval_every=2",
+                      f"--config.probe_file={rows}", "--config.probe_examples=50") == 0
+    records = [json.loads(line) for line in open(workdir / "metrics.jsonl", encoding="utf-8")]
+    probes = [r for r in records if r["split"] == "probe"]
+    assert [r["step"] for r in probes] == [2, 4] and all(-1 <= r["reviews"] <= 1 for r in probes)
+    config, params = load_hf(str(workdir / "export"))
+    data = probe.load_probe(str(rows), tokenizer.load(str(workdir / "export")), 32, "text",
+                            "label", 50)
+    assert len(data.labels) == 50
+    assert probe.run_probe(BertModel(config), params["bert"], data)["reviews"] == \
+        pytest.approx(probes[-1]["reviews"], abs=1e-6)

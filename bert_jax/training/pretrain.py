@@ -14,6 +14,7 @@ import functools
 import json
 import logging
 import os
+import time
 
 import jax
 import jax.numpy as jnp
@@ -23,10 +24,10 @@ from bert_jax.checkpoints import atomic, model_dir, paths
 from bert_jax.checkpoints.huggingface import save_hf
 from bert_jax.data import masking, prepared_set, tokenizer
 from bert_jax.errors import BertJaxError
-from bert_jax.models import BertConfig, BertForPreTraining
+from bert_jax.models import BertConfig, BertForPreTraining, BertModel
 from bert_jax.runtime import multihost, rng, sharding
 from bert_jax.runtime.metric_writer import parameter_table
-from bert_jax.training import (initial_params, loop, losses, optim, pretrain_config,
+from bert_jax.training import (initial_params, loop, losses, optim, pretrain_config, probe,
                                pretrain_corpus, run, run_record, steps, time_budget)
 
 log = logging.getLogger("bert_jax")
@@ -83,7 +84,8 @@ def pretrain(cfg: pretrain_config.PretrainConfig, workdir: str) -> run.JobResult
         count = run.num_eval_batches(len(heldout["input_ids"]), cfg.batch_size,
                                      cfg.eval_batches)
         evaluate = functools.partial(_evaluate, ctx, eval_fn, heldout, cfg.batch_size,
-                                     rng.eval_keys(ctx.key, count))
+                                     rng.eval_keys(ctx.key, count),
+                                     _prober(cfg, config, tok, ctx.writer, main))
         pc, pi = jax.process_count(), jax.process_index()
         phase = phase_of(cfg, clock)
         state = loop.run_steps(
@@ -162,6 +164,9 @@ def check_inputs(cfg: pretrain_config.PretrainConfig, workdir: str):
     params of cfg.init_from, or None when there is none or the run resumes (it never reads
     init_from then)."""
     pretrain_corpus.check(cfg)
+    if cfg.probe_file and not os.path.isfile(cfg.probe_file):
+        raise BertJaxError(f"config.probe_file {cfg.probe_file}: file not found (a labelled "
+                           f"csv / tsv / json / jsonl / parquet file)")
     own = _own_vocab(workdir)
     source = cfg.vocab or (own if os.path.isfile(own) else "") or pretrain_corpus.vocab_of_set(cfg)
     if source:
@@ -294,19 +299,44 @@ def examples(cfg, tok):
     return data, heldout
 
 
-def _evaluate(ctx, eval_fn, heldout, batch_size, keys, state) -> dict[str, float]:
+def _evaluate(ctx, eval_fn, heldout, batch_size, keys, prober, state) -> dict[str, float]:
     """Held-out MLM / NSP accuracy and perplexity over len(keys) batches (the last one may be
-    partial: its padding rows weigh nothing)."""
-    if not keys:
-        return {}
-    per_batch, _ = run.eval_outputs(ctx, eval_fn, state, heldout, batch_size, keys=keys,
-                                    max_batches=len(keys))
-    values = losses.total_loss(losses.means(functools.reduce(losses.add, per_batch)))
-    values["mlm_perplexity"] = float(np.exp(values["mlm_loss"]))
+    partial: its padding rows weigh nothing), and the probe's score (probe/<name>)."""
     step = int(sharding.fetch(state.step))
-    ctx.writer.write(step, "eval", values)
-    log.info("eval step %d: %s", step, summary(values))
+    values = {}
+    if keys:
+        per_batch, _ = run.eval_outputs(ctx, eval_fn, state, heldout, batch_size, keys=keys,
+                                        max_batches=len(keys))
+        values = losses.total_loss(losses.means(functools.reduce(losses.add, per_batch)))
+        values["mlm_perplexity"] = float(np.exp(values["mlm_loss"]))
+        ctx.writer.write(step, "eval", values)
+        log.info("eval step %d: %s", step, summary(values))
+    if prober is not None:
+        values.update({f"probe/{k}": v for k, v in prober(step, state).items()})
     return values
+
+
+def _prober(cfg, config: BertConfig, tok, writer, main: bool):
+    """The probe of cfg.probe_file at an evaluation: (step, state) → {name: MCC}, logged; on
+    process 0 only (every process holds the replicated params; the others return {})."""
+    if not cfg.probe_file:
+        return None
+    data = probe.load_probe(cfg.probe_file, tok, cfg.max_seq_length, cfg.probe_text_column,
+                            cfg.probe_label_column, cfg.probe_examples)
+    model = BertModel(config)
+
+    def run_it(step, state):
+        params = sharding.fetch(state.params)["bert"]
+        if not main:
+            return {}
+        start = time.perf_counter()
+        scores = probe.run_probe(model, params, data)
+        writer.write(step, "probe", scores)
+        log.info("probe step %d: %s (%.1f s, %d rows)", step,
+                 ", ".join(f"{k} MCC {v:.4f}" for k, v in scores.items()),
+                 time.perf_counter() - start, len(data.labels))
+        return scores
+    return run_it
 
 
 def summary(values: dict) -> str:
