@@ -172,6 +172,19 @@ def test_packed_mlm_objective_trains_without_nsp_and_fills_its_rows(setup, tmp_p
     assert hf.config.vocab_size == BertConfig.from_json_file(str(base / "model.json")).vocab_size
 
 
+def test_sentence_order_objective_trains_its_head_on_in_and_out_of_order_pairs(setup, tmp_path):
+    """objective="mlm+sop" end to end: the [CLS] head's loss and held-out accuracy are logged
+    (as nsp_*), and the export is a BertForPreTraining (the pairs: test_pretraining_data)."""
+    import transformers
+    base, overrides = setup
+    assert train_here(tmp_path, [*overrides, "--config.objective=mlm+sop",
+                                 "--config.steps=4"]) == 0
+    rows = [json.loads(line) for line in open(tmp_path / "metrics.jsonl")]
+    assert all("nsp_loss" in r for r in rows if r["split"] == "train")
+    assert "nsp_accuracy" in [r for r in rows if r["split"] == "eval"][-1]
+    transformers.BertForPreTraining.from_pretrained(str(tmp_path / "export"))
+
+
 def test_pretraining_logs_the_probe_at_every_evaluation(setup, tmp_path):
     """probe/<name> in metrics.jsonl (split "probe") and the final metrics, at each evaluation,
     equal to the probe of the exported encoder recomputed from scratch."""

@@ -31,7 +31,8 @@ class PretrainConfig:
     dtype: str = "float32"  # computation dtype: float32 | bfloat16 (params stay float32)
     remat: bool = False  # recompute each layer in the backward pass: less memory, more time
     dropout: Optional[float] = None  # hidden and attention dropout; None keeps the model's (0.1)
-    objective: str = "mlm+nsp"  # mlm+nsp: sentence pairs, MLM + NSP | mlm: packed rows, MLM only
+    objective: str = "mlm+nsp"  # mlm+nsp: sentence pairs, MLM + NSP | mlm+sop: pairs in or out
+    #   of order, MLM + ALBERT's sentence-order prediction | mlm: packed rows, MLM only
     position_init: str = "normal"  # normal (the original) | sinusoidal (a start, still learned)
     initializer_range: Optional[float] = None  # σ of the weights' init; None keeps the model's
     position_scale: float = 1.0  # the position embeddings' init times this
@@ -153,7 +154,8 @@ def validate(cfg: PretrainConfig) -> PretrainConfig:
         raise BertJaxError(f"config.masked_lm_prob: expected a value in (0, 1), got "
                            f"{cfg.masked_lm_prob}")
     if cfg.objective not in OBJECTIVES:
-        raise BertJaxError(f"config.objective: expected mlm+nsp or mlm, got {cfg.objective!r}")
+        raise BertJaxError(f"config.objective: expected {', '.join(OBJECTIVES)}, got "
+                           f"{cfg.objective!r}")
     if not cfg.text_field:
         raise BertJaxError("config.text_field: expected a non-empty field name, got ''")
     if cfg.dupe_factor != 1:  # reset to 1, so validating the result again warns no more
