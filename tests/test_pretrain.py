@@ -186,8 +186,8 @@ def test_sentence_order_objective_trains_its_head_on_in_and_out_of_order_pairs(s
 
 
 def test_pretraining_logs_the_probe_at_every_evaluation(setup, tmp_path):
-    """probe/<name> in metrics.jsonl (split "probe") and the final metrics, at each evaluation,
-    equal to the probe of the exported encoder recomputed from scratch."""
+    """probe/<name> in metrics.jsonl (split "probe") at the start and at each evaluation, the
+    last equal to the probe of the exported encoder recomputed from scratch."""
     import csv
 
     from bert_jax.checkpoints.huggingface import load_hf
@@ -208,7 +208,8 @@ def test_pretraining_logs_the_probe_at_every_evaluation(setup, tmp_path):
                       f"--config.probe_file={rows}", "--config.probe_examples=50") == 0
     records = [json.loads(line) for line in open(workdir / "metrics.jsonl", encoding="utf-8")]
     probes = [r for r in records if r["split"] == "probe"]
-    assert [r["step"] for r in probes] == [2, 4] and all(-1 <= r["reviews"] <= 1 for r in probes)
+    assert [r["step"] for r in probes] == [0, 2, 4]  # the start, then every evaluation
+    assert all(-1 <= r["reviews"] <= 1 for r in probes)
     config, params = load_hf(str(workdir / "export"))
     data = probe.load_probe(str(rows), tokenizer.load(str(workdir / "export")), 32, "text",
                             "label", 50)

@@ -83,9 +83,11 @@ def pretrain(cfg: pretrain_config.PretrainConfig, workdir: str) -> run.JobResult
             heldout_masking_spec(cfg, tok), lookup, cfg.objective), takes_key=True)
         count = run.num_eval_batches(len(heldout["input_ids"]), cfg.batch_size,
                                      cfg.eval_batches)
+        prober = _prober(cfg, config, tok, ctx.writer, main)
         evaluate = functools.partial(_evaluate, ctx, eval_fn, heldout, cfg.batch_size,
-                                     rng.eval_keys(ctx.key, count),
-                                     _prober(cfg, config, tok, ctx.writer, main))
+                                     rng.eval_keys(ctx.key, count), prober)
+        if prober is not None and int(sharding.fetch(state.step)) == 0:
+            prober(0, state)  # the initial weights' score: what the run has to beat
         pc, pi = jax.process_count(), jax.process_index()
         phase = phase_of(cfg, clock)
         state = loop.run_steps(
