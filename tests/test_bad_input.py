@@ -1221,6 +1221,71 @@ def embed_per_token_output_not_jsonl(b, t):
                 f"expected .jsonl, got .npy", absent=(t / "v.npy",))
 
 
+# hostile inputs: crafted to crash a parser or exhaust memory
+
+DEEP = "[" * 10_000 + "]" * 10_000  # 20 KB; pyarrow segfaulted on it, json raised RecursionError
+
+
+def deep_jsonl(file, **fields) -> str:
+    """A good row, then one whose extra field is nested 10,000 deep."""
+    file.write_text(json.dumps(fields) + "\n" + json.dumps(fields)[:-1] + f', "x": {DEEP}}}\n',
+                    encoding="utf-8")
+    return str(file)
+
+
+@case
+def finetune_jsonl_field_nested_10000_deep(b, t):
+    train = deep_jsonl(t / "train.jsonl", text="a good film", label="pos")
+    return Case(finetune(b, t, train=train), f"{train}:2: JSON nested more than 64 levels deep",
+                absent=(t / "work",))
+
+
+@case
+def predict_jsonl_field_nested_10000_deep(b, t):
+    source = deep_jsonl(t / "in.jsonl", text="a good film")
+    return Case(predict(b, t, input=source, output=t / "pred.jsonl"),
+                f"{source}:2: JSON nested more than 64 levels deep", absent=(t / "pred.jsonl",))
+
+
+@case
+def pretrain_jsonl_field_nested_10000_deep(b, t):
+    source = deep_jsonl(t / "corpus.jsonl", text="The cat sat. The dog read.")
+    return Case(pretrain(b, t, f"--config.train_files={source}"),
+                f"{source}:2: JSON nested more than 64 levels deep", absent=(t / "work",))
+
+
+@case
+def finetune_qa_squad_json_nested_10000_deep(b, t):
+    (t / "train.json").write_text('{"version": "1.1", "data": [], "x": ' + DEEP + "}",
+                                  encoding="utf-8")
+    return Case(qa_finetune(b, t, train=t / "train.json"),
+                f"{t / 'train.json'}:1: JSON nested more than 64 levels deep", absent=(t / "work",))
+
+
+@case
+def convert_config_nested_10000_deep(b, t):
+    src = copy(b / "hf", t / "src")
+    edit_json(os.path.join(src, "config.json"), x=[])
+    config = os.path.join(src, "config.json")
+    with open(config, encoding="utf-8") as f:
+        text = f.read()
+    write(config, text.replace("[]", DEEP).encode())
+    return Case(["convert", src, str(t / "out")],
+                f"{config}:1: JSON nested more than 64 levels deep", absent=(t / "out",))
+
+
+def test_json_depth_counts_structure_not_brackets_in_text():
+    from bert_jax import json_limits
+    brackets = "[" * 100 + "{" * 100
+    assert json_limits.too_deep_line(json.dumps({"text": brackets, "y": [[1]]})) is None
+    assert json_limits.too_deep_line(json.dumps({"t": '\\"' + brackets})) is None  # escapes
+    nested = "[" * 65 + "]" * 65
+    assert json_limits.too_deep_line("[" * 64 + "]" * 64) is None
+    assert json_limits.too_deep_line(f'{{"a": 1}}\n{nested}\n') == 2
+    # an unbalanced line is the parser's to report: the lines after it start again from 0
+    assert json_limits.too_deep_line("[" * 60 + "\n" + "[" * 60 + "]" * 60) is None
+
+
 @pytest.mark.parametrize("name", list(CASES))
 def test_bad_input_is_one_line_and_changes_nothing(name, b, tmp_path, capfd, monkeypatch):
     monkeypatch.chdir(tmp_path)  # relative defaults (runs/, .cache/) would land where we look

@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import traverse_util
 
+from bert_jax import json_limits
 from bert_jax.checkpoints.atomic import atomic_directory
 from bert_jax.checkpoints.paths import CONFIG, SAFETENSORS, SAFETENSORS_INDEX, TORCH_BIN
 from bert_jax.errors import BertJaxError
@@ -139,8 +140,12 @@ def named_architecture(directory: str):
 def _read_json(path):
     try:
         with open(path, encoding="utf-8") as f:
-            return json.load(f)
+            text = f.read()
     except (OSError, ValueError) as e:
+        raise BertJaxError(f"{path}: not readable JSON ({e})") from None
+    try:
+        return json_limits.loads(text, path)
+    except json.JSONDecodeError as e:
         raise BertJaxError(f"{path}: not readable JSON ({e})") from None
 
 

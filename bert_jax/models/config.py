@@ -11,6 +11,7 @@ import json
 import os
 from typing import Any, Optional
 
+from bert_jax import json_limits
 from bert_jax.errors import BertJaxError
 
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish", "tanh")
@@ -178,7 +179,7 @@ class BertConfig:
             raise BertJaxError(f"{path}: config file not found")
         try:
             with open(path, encoding="utf-8") as f:
-                d = json.load(f)
+                d = json_limits.loads(f.read(), path)
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise BertJaxError(f"{path}: not valid JSON ({e})") from None
         return cls.from_dict(d, source=path)

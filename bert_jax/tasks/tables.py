@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Optional, Sequence
 import numpy as np
 
 from bert_jax.data import text_files
+from bert_jax import json_limits
 from bert_jax.errors import BertJaxError
 
 if TYPE_CHECKING:
@@ -40,7 +41,7 @@ def read_table(path: str) -> datasets.Dataset:
         if os.path.getsize(path) == 0:
             raise BertJaxError(f"{path}: empty file")
         if ext != ".parquet":
-            text_files.read_utf8(path)  # pandas' decode error names no file and no offset
+            _check_text(path, builder)
         quiet = datasets.utils.are_progress_bars_disabled()
         verbosity = datasets.logging.get_verbosity()
         datasets.disable_progress_bars()  # one small local file: no "Generating split" bars
@@ -63,6 +64,14 @@ def read_table(path: str) -> datasets.Dataset:
     if len(table) == 0:
         raise BertJaxError(f"{path}: no rows")
     return table
+
+
+def _check_text(path: str, builder: str) -> None:
+    """Refuses what the parsers report badly: pandas' decode error names no file and no offset,
+    and pyarrow segfaults on JSON nested thousands deep."""
+    text = text_files.read_utf8(path)
+    if builder == "json":
+        json_limits.check_depth(text, path)
 
 
 def _root_cause(error: BaseException) -> str:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
+from bert_jax import json_limits
 from bert_jax.data import text_files
 from bert_jax.data.tokenizer import _restore
 from bert_jax.errors import BertJaxError
@@ -47,7 +48,7 @@ def read_examples(path: str) -> list[QAExample]:
         raise BertJaxError(f"{path}: file not found")
     if path.lower().endswith(".json"):
         try:
-            data = json.loads(text_files.read_utf8(path))
+            data = json_limits.loads(text_files.read_utf8(path), path)
         except json.JSONDecodeError as e:
             raise BertJaxError(f"{path}: not valid JSON ({e})") from None
         if isinstance(data, dict) and "data" in data:
@@ -128,7 +129,7 @@ def _answers(value, place: str) -> tuple[tuple[str, ...], tuple[int, ...]]:
     (SQuAD), or either as a JSON string (csv cells)."""
     if isinstance(value, str):
         try:
-            value = json.loads(value)
+            value = json_limits.loads(value, place)
         except json.JSONDecodeError:
             raise BertJaxError(f"{place}: answers is not JSON ({value[:40]!r})") from None
     if isinstance(value, list):
