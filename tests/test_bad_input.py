@@ -1326,6 +1326,37 @@ def test_an_unexpected_exception_is_one_line_exit_1(b, tmp_path, capfd, monkeypa
         cli.main(["--debug", *argv])
 
 
+# -- a busy workdir: one run at a time ----------------------------------------------------------
+
+@pytest.mark.parametrize("job", ["pretrain", "finetune", "glue"])
+def test_a_second_run_on_a_busy_workdir_is_refused_in_one_line(job, b, tmp_path, capfd):
+    """The lock's holder here is this process (the two-process race is in test_faults.py)."""
+    import socket
+
+    from bert_jax.runtime import workdir_lock
+    workdir = tmp_path / "work"
+    argv = {"pretrain": pretrain, "finetune": finetune, "glue": glue}[job](b, tmp_path)
+    if job == "glue":
+        glue_data(tmp_path, "RTE")
+    with workdir_lock.hold(str(workdir)):
+        before = snapshot(tmp_path, b)
+        assert cli.main(argv) == 2
+        assert snapshot(tmp_path, b) == before
+    assert capfd.readouterr().err.splitlines() == [
+        f"bert-jax {job}: error: {workdir}: another run is using this workdir (pid {os.getpid()} "
+        f"on host {socket.gethostname()}); wait for it to end or give another workdir"]
+    assert not workdir.exists()  # the holder made it and left nothing in it
+
+
+def test_a_lock_left_by_a_killed_run_does_not_block_the_next(tmp_path):
+    """flock ends with its process: a killed holder's file, still naming it, is taken over."""
+    from bert_jax.runtime import workdir_lock
+    (tmp_path / ".lock").write_text("pid 1 on host gone\n")
+    with workdir_lock.hold(str(tmp_path)):
+        assert (tmp_path / ".lock").read_text().startswith(f"pid {os.getpid()} on host ")
+    assert os.listdir(tmp_path) == []
+
+
 # -- too-long text: truncated with one counted warning, not an error -----------------------------
 
 def warnings_of(capfd, command) -> list[str]:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import re
 
+from bert_jax.errors import BertJaxError
+
 
 class Parser(argparse.ArgumentParser):
     """Usage errors in one line too (argparse prints the whole usage first); subcommand
@@ -45,6 +47,15 @@ def initialize_distributed(args) -> None:
                                     args.heartbeat_timeout, prog=f"bert-jax {args.command}",
                                     say=lambda message: as_flags(args.command, message,
                                                                  args.overrides))
+
+
+def check_multihost(args) -> None:
+    """initialize_distributed's refusal of a partial set of the three flags, made before JAX is
+    imported (and before the config, which may name the workdir, is read)."""
+    given = [v is not None for v in (args.coordinator_address, args.num_processes,
+                                     args.process_id)]
+    if any(given) and not all(given):
+        raise BertJaxError("coordinator_address, num_processes and process_id go together")
 
 
 def normalize(argv: list[str]) -> list[str]:
