@@ -1357,6 +1357,35 @@ def test_a_lock_left_by_a_killed_run_does_not_block_the_next(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+# -- a failure after training started is no bad input: the workdir and its logs stay ------------
+
+def _first_save_fails(monkeypatch):
+    """A full disk at the first checkpoint (orbax's save raising ENOSPC)."""
+    import errno
+
+    import orbax.checkpoint as ocp
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(ocp.CheckpointManager, "save", full)
+
+
+def test_a_failed_first_save_keeps_the_new_workdir_and_its_logs(b, tmp_path, capfd,
+                                                               monkeypatch):
+    """Fine-tuning shares the wrapper (cli/jobs.py); one job shows it."""
+    monkeypatch.chdir(tmp_path)
+    _first_save_fails(monkeypatch)
+    workdir = tmp_path / "work"
+    assert cli.main(pretrain(b, tmp_path)) == 2
+    err = [line for line in capfd.readouterr().err.splitlines() if line.strip()]
+    assert err[-1] == (f"bert-jax pretrain: error: {workdir / 'checkpoints'}: saving a "
+                       f"checkpoint failed (No space left on device); no complete checkpoint "
+                       f"was kept")
+    kept = set(os.listdir(workdir))
+    assert {"config.json", "train_config.json", "tensorboard"} <= kept, kept  # the run, its logs
+    assert ".lock" not in kept
+
+
 # -- too-long text: truncated with one counted warning, not an error -----------------------------
 
 def warnings_of(capfd, command) -> list[str]:

@@ -84,15 +84,16 @@ def add_parsers(sub) -> None:
 
 
 @contextlib.contextmanager
-def _removed_on_bad_input(workdir: str, new: bool, checkpoint_dir: str = ""):
-    """A `new` workdir (this command creates it) is removed again if bad input stops the job
-    before its first checkpoint: a refused run leaves nothing half-written behind."""
+def _removed_on_bad_input(workdir: str, new: bool):
+    """Yields `started`, which the job calls once its inputs are checked and training begins.
+    A `new` workdir (this command creates it) is removed again if bad input stops the job before
+    that: a refused run leaves nothing half-written behind. A failure after it (a NaN stop, a
+    full disk at the first save) keeps the workdir: its logs and vocabulary say what happened."""
+    began = []
     try:
-        yield
+        yield lambda: began.append(True)
     except (BertJaxError, OSError):
-        from bert_jax.checkpoints.paths import latest_checkpoint_step
-        if new and os.path.isdir(workdir) and latest_checkpoint_step(
-                workdir, checkpoint_dir) is None:
+        if new and not began and os.path.isdir(workdir):
             import jax
             if jax.process_index() == 0:
                 shutil.rmtree(workdir, ignore_errors=True)
@@ -143,8 +144,9 @@ def pretrain(args) -> int:
         from bert_jax.training.pretrain import pretrain as run_pretraining
         from bert_jax.training.pretrain import summary
         cfg = pretrain_config.load_config(args.config, args.overrides)
-        with _removed_on_bad_input(workdir, new, cfg.checkpoint_dir):
-            result, code = _run_job("pretrain", lambda: run_pretraining(cfg, workdir))
+        with _removed_on_bad_input(workdir, new) as started:
+            result, code = _run_job("pretrain", lambda: run_pretraining(cfg, workdir,
+                                                                        on_start=started))
     if code:
         return code
     if result.metrics:
@@ -196,9 +198,10 @@ def finetune(args) -> int:
     workdir = args.workdir or finetune_workdir(cfg, args.config)
     new = not os.path.exists(workdir)
     with _joined_with_workdir_locked(workdir, args), _removed_on_bad_input(
-            workdir, new, cfg.checkpoint_dir):
+            workdir, new) as started:
         from bert_jax.training.finetune import finetune as run_finetuning
-        result, code = _run_job("finetune", lambda: run_finetuning(cfg, workdir))
+        result, code = _run_job("finetune", lambda: run_finetuning(cfg, workdir,
+                                                                    on_start=started))
     if code:
         return code
     task, scores = TASKS[cfg.task], result.metrics
