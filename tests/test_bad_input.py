@@ -1274,6 +1274,133 @@ def convert_config_nested_10000_deep(b, t):
                 f"{config}:1: JSON nested more than 64 levels deep", absent=(t / "out",))
 
 
+# an untrusted model directory: checked before anything is allocated
+
+def _index(src, weight_map) -> str:
+    """model.safetensors moved to a shard named by model.safetensors.index.json."""
+    os.rename(os.path.join(src, "model.safetensors"), os.path.join(src, "shard-1.safetensors"))
+    index = os.path.join(src, "model.safetensors.index.json")
+    write(index, json.dumps(weight_map).encode())
+    return index
+
+
+@case
+def convert_index_names_a_shard_outside_the_directory(b, t):
+    src = copy(b / "hf", t / "src")
+    shutil.copyfile(os.path.join(src, "model.safetensors"), t / "outside.safetensors")
+    index = _index(src, {"weight_map": {"bert.pooler.dense.bias": "../outside.safetensors"}})
+    return Case(["convert", src, str(t / "out")],
+                f"{index}: weight_map['bert.pooler.dense.bias']: '../outside.safetensors' is not "
+                f"a file in {src}", absent=(t / "out",))
+
+
+@case
+def convert_index_is_a_json_list(b, t):
+    src = copy(b / "hf", t / "src")
+    index = _index(src, ["shard-1.safetensors"])
+    return Case(["convert", src, str(t / "out")],
+                f'{index}: expected an object with a non-empty "weight_map"', absent=(t / "out",))
+
+
+@case
+def convert_index_shard_name_not_a_string(b, t):
+    src = copy(b / "hf", t / "src")
+    index = _index(src, {"weight_map": {"bert.pooler.dense.bias": 1}})
+    return Case(["convert", src, str(t / "out")],
+                f"{index}: weight_map['bert.pooler.dense.bias']: expected a shard file name, got "
+                f"int", absent=(t / "out",))
+
+
+@case
+def convert_integer_tensor_as_a_weight(b, t):
+    src = copy(b / "hf", t / "src")
+    name = "bert.encoder.layer.0.output.dense.weight"
+    _edit_tensors(src, lambda s: s.update({name: s[name].astype(np.int32)}))
+    return Case(["convert", src, str(t / "out")],
+                f"{src}/model.safetensors: tensor {name} is I32; weights must be floating point",
+                absent=(t / "out",))
+
+
+@case
+def convert_torch_bin_holding_a_non_tensor(b, t):
+    import torch
+    (t / "src").mkdir()
+    shutil.copyfile(path(b, "hf", "config.json"), t / "src" / "config.json")
+    torch.save({"bert.embeddings.word_embeddings.weight": 3}, t / "src" / "pytorch_model.bin")
+    return Case(["convert", str(t / "src"), str(t / "out")],
+                f"{t / 'src' / 'pytorch_model.bin'}: expected tensor names → tensors, got "
+                f"'bert.embeddings.word_embeddings.weight': int", absent=(t / "out",))
+
+
+@case
+def convert_torch_bin_holding_a_bool_weight(b, t):
+    import torch
+    (t / "src").mkdir()
+    shutil.copyfile(path(b, "hf", "config.json"), t / "src" / "config.json")
+    torch.save({"bert.embeddings.word_embeddings.weight": torch.ones(97, 32, dtype=torch.bool)},
+               t / "src" / "pytorch_model.bin")
+    return Case(["convert", str(t / "src"), str(t / "out")],
+                f"{t / 'src' / 'pytorch_model.bin'}: tensor bert.embeddings.word_embeddings.weight "
+                f"is bool; weights must be floating point", absent=(t / "out",))
+
+
+@case
+def convert_config_claims_a_million_layers(b, t):
+    src = copy(b / "hf", t / "src")
+    edit_json(os.path.join(src, "config.json"), num_hidden_layers=1_000_000)
+    return Case(["convert", src, str(t / "out")],
+                f"{src}: num_hidden_layers is 1000000 in config.json, but the weights hold 2 "
+                f"layer(s)", absent=(t / "out",))
+
+
+@case
+def convert_to_hf_config_claims_a_million_layers(b, t):
+    src = copy(b / "ours", t / "ours")
+    edit_json(os.path.join(src, "config.json"), num_hidden_layers=1_000_000)
+    return Case(["convert", src, str(t / "out"), "--to", "hf"],
+                f"{src}/params: does not fit config.json: num_hidden_layers is 1000000 in "
+                f"config.json, but the weights hold 2 layer(s)", absent=(t / "out",))
+
+
+@case
+def predict_config_claims_a_billion_labels(b, t):
+    model = copy(b / "hf_cls", t / "model")
+    config = os.path.join(model, "config.json")
+    with open(config, encoding="utf-8") as f:
+        d = json.load(f)
+    d.pop("id2label", None), d.pop("label2id", None)
+    write(config, json.dumps(dict(d, num_labels=10**9)).encode())
+    return Case(predict(b, t, model=model),
+                f"{config}: num_labels: 1000000000 is more than 100,000; give the label names "
+                f"as id2label", absent=(t / "pred.csv",))
+
+
+def test_orbax_params_are_checked_before_they_are_read(b, tmp_path, monkeypatch):
+    """Orbax's compressed chunks let a few KB claim arrays of any size: the metadata decides."""
+    import orbax.checkpoint as ocp
+
+    from bert_jax.checkpoints import model_dir
+    from bert_jax.errors import BertJaxError
+    src = copy(b / "ours", tmp_path / "ours")
+    edit_json(os.path.join(src, "config.json"), intermediate_size=40)
+
+    def allocate(*args, **kwargs):
+        raise AssertionError("restored before the check")
+    monkeypatch.setattr(ocp.StandardCheckpointer, "restore", allocate)
+    with pytest.raises(BertJaxError, match="does not fit config.json: bert/encoder/layer_0/"):
+        model_dir.load_model_dir(src)
+
+
+def test_integer_position_ids_stay_allowed(b, tmp_path):
+    """The one integer tensor the Hugging Face format has (a buffer older releases saved)."""
+    from bert_jax.checkpoints.huggingface import load_hf
+    src = copy(b / "hf", tmp_path / "src")
+    _edit_tensors(src, lambda s: s.update({"bert.embeddings.position_ids":
+                                           np.arange(40, dtype=np.int64)[None]}))
+    config, params = load_hf(src)
+    assert config.num_hidden_layers == 2 and "bert" in params
+
+
 def test_json_depth_counts_structure_not_brackets_in_text():
     from bert_jax import json_limits
     brackets = "[" * 100 + "{" * 100
