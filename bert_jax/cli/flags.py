@@ -28,7 +28,8 @@ def add_multihost(parser: argparse.ArgumentParser) -> None:
     """The jax.distributed flags every training command takes (Slurm / TPU pods need none)."""
     group = parser.add_argument_group("multi-host (jax.distributed)")
     group.add_argument("--coordinator-address", default=None,
-                       help="host:port of process 0; with --num-processes and --process-id")
+                       help="host:port of process 0; with --num-processes and --process-id "
+                            "(it listens without authentication: a trusted network only)")
     group.add_argument("--num-processes", type=int, default=None)
     group.add_argument("--process-id", type=int, default=None)
     group.add_argument("--initialization-timeout", type=int, default=300,
