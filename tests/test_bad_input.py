@@ -544,6 +544,28 @@ def pretrain_init_from_corrupt(b, t):
                 f"{src}/params: not a readable orbax checkpoint", absent=(t / "work",))
 
 
+# prepare
+
+@case
+def prepare_bad_text_leaves_no_out_and_no_vocab(b, t):
+    (t / "corpus").mkdir()
+    (t / "corpus" / "a.txt").write_bytes(b"The caf\xe9 was shut. It rained.\n")
+    return Case(["prepare", "--config", path(b, "pretrain.py"), "--out", str(t / "set"),
+                 "--workers", "0", f"--config.train_files={t / 'corpus' / '*.txt'}"],
+                f"{t / 'corpus' / 'a.txt'}: not UTF-8 text", absent=(t / "set",))
+
+
+@case
+def prepare_bad_text_into_an_existing_out_leaves_it_as_it_was(b, t):
+    (t / "set").mkdir()
+    (t / "set" / "notes.txt").write_text("mine")
+    (t / "corpus").mkdir()
+    (t / "corpus" / "a.txt").write_bytes(b"The caf\xe9 was shut. It rained.\n")
+    return Case(["prepare", "--config", path(b, "pretrain.py"), "--out", str(t / "set"),
+                 "--workers", "0", f"--config.train_files={t / 'corpus' / '*.txt'}"],
+                f"{t / 'corpus' / 'a.txt'}: not UTF-8 text", absent=(t / "set" / "vocab",))
+
+
 # finetune
 
 def finetune(b, t, *extra, init=None, train=None, validation=None):
@@ -1373,6 +1395,46 @@ def predict_config_claims_a_billion_labels(b, t):
     return Case(predict(b, t, model=model),
                 f"{config}: num_labels: 1000000000 is more than 100,000; give the label names "
                 f"as id2label", absent=(t / "pred.csv",))
+
+
+def test_a_local_table_read_leaves_no_copy_in_the_datasets_cache(tmp_path, monkeypatch):
+    """Each read used to add an arrow copy of the file to ~/.cache/huggingface/datasets."""
+    import tempfile
+
+    import datasets
+
+    from bert_jax.tasks import tables
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "hf_cache"))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    (tmp_path / "t.csv").write_text("text,label\na good film,pos\nbad,neg\n", encoding="utf-8")
+    table = tables.read_table(str(tmp_path / "t.csv"))
+    assert table["text"] == ["a good film", "bad"]
+    assert not (tmp_path / "hf_cache").exists() and os.listdir(tmp_path / "tmp") == []
+
+
+@pytest.mark.parametrize("to", ["hf", "flax"])
+def test_a_full_disk_during_convert_is_one_line_and_leaves_nothing(to, b, tmp_path, capfd,
+                                                                   monkeypatch):
+    """safetensors and orbax report ENOSPC in errors of their own (exit 1 before): a full disk
+    is patched into each writer."""
+    import orbax.checkpoint as ocp
+    import safetensors.numpy
+
+    def full(*args, **kwargs):
+        if to == "hf":  # safetensors' Rust error, as it words it
+            raise RuntimeError('Error while serializing: IoError(Os { code: 28, kind: '
+                               'StorageFull, message: "No space left on device" })')
+        raise ValueError("Error writing local file: os_error_code=28")  # tensorstore's
+    monkeypatch.setattr(safetensors.numpy, "save_file", full)
+    monkeypatch.setattr(ocp.StandardCheckpointer, "save", full)
+    out = tmp_path / "out"
+    src = path(b, "ours" if to == "hf" else "hf")
+    assert cli.main(["convert", src, str(out), "--to", to]) == 2
+    assert capfd.readouterr().err.splitlines() == [
+        f"bert-jax convert: error: {out}: writing failed (No space left on device); nothing was "
+        f"written there"]
+    assert os.listdir(tmp_path) == []
 
 
 def test_orbax_params_are_checked_before_they_are_read(b, tmp_path, monkeypatch):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import tempfile
 from typing import TYPE_CHECKING, Optional, Sequence
 
 import numpy as np
@@ -46,9 +47,10 @@ def read_table(path: str) -> datasets.Dataset:
         verbosity = datasets.logging.get_verbosity()
         datasets.disable_progress_bars()  # one small local file: no "Generating split" bars
         datasets.logging.set_verbosity(logging.CRITICAL)  # its parse errors come back below
-        try:
-            table = datasets.load_dataset(builder, data_files={"rows": path}, split="rows",
-                                          **options)
+        try:  # prepared in a private cache, removed at once: no copy left in ~/.cache
+            with tempfile.TemporaryDirectory(prefix="bert_jax-table-") as cache:
+                table = datasets.load_dataset(builder, data_files={"rows": path}, split="rows",
+                                              cache_dir=cache, keep_in_memory=True, **options)
         except Exception as e:  # pandas / arrow parse errors of many kinds
             if "corresponds to no data" in str(e):  # a header and no rows
                 raise BertJaxError(f"{path}: no rows") from None
