@@ -149,3 +149,33 @@ def test_bad_vocab_files(tmp_path, minilm_dir):
     garbage.write_text("{not json", encoding="utf-8")
     with pytest.raises(BertJaxError, match="tokenizer.json: not a tokenizers JSON file"):
         tok_lib.load(str(garbage))
+
+
+def test_a_text_far_beyond_max_length_is_cut_first_with_the_same_tokens(lines, minilm_dir):
+    """data/long_texts.py: encoding a cut text gives the tokens (and truncation counts) the
+    whole text gives, singles and pairs, with long [UNK] words and accents near the cuts."""
+    tok = tok_lib.load(minilm_dir)
+    prose = " ".join(lines[:400])  # ~30,000 characters
+    unk = " ".join(["x" * 150] * 200)  # a token per 151 characters: the prefix must grow
+    accents = "e\u0301" * 1500 + " " + prose  # a cut between a letter and its accent
+    dots = "." * 2500  # punctuation: a token per character, no space
+    texts = [prose, unk, accents, dots, "short text", prose[:2500]]
+    # (the reference, whole pairs, costs the tokenizer a window of each for each of the other)
+    pairs = [unk, prose[:3000], "short", prose[:3000], dots, prose[:2600]]
+
+    def whole(texts, pairs):
+        tok.enable_truncation(MAX_LENGTH, strategy="longest_first")
+        try:
+            inputs = texts if pairs is None else list(zip(texts, pairs))
+            return [e.ids for e in tok.encode_batch(inputs)]
+        finally:
+            tok.no_truncation()
+    for second in (None, pairs):
+        assert tok_lib.encode_batch(tok, texts, second, MAX_LENGTH)["input_ids"] == \
+            whole(texts, second)
+        full = tok_lib.encode_batch(tok, texts, second, None)["input_ids"]
+        assert tok_lib.count_longer(tok, texts, second, MAX_LENGTH) == sum(
+            len(row) > MAX_LENGTH for row in full)
+    from bert_jax.data import long_texts
+    cut, _ = long_texts.cut_texts(tok, texts, None, MAX_LENGTH)
+    assert len(cut[0]) < len(prose) and len(cut[3]) < len(dots)  # the cut did happen
