@@ -179,3 +179,26 @@ def test_a_text_far_beyond_max_length_is_cut_first_with_the_same_tokens(lines, m
     from bert_jax.data import long_texts
     cut, _ = long_texts.cut_texts(tok, texts, None, MAX_LENGTH)
     assert len(cut[0]) < len(prose) and len(cut[3]) < len(dots)  # the cut did happen
+
+
+def test_training_files_are_checked_a_block_at_a_time(tmp_path, monkeypatch):
+    """check_text (what train_tokenizer checks before the trainer streams the files) agrees with
+    read_text, with characters and the BOM split across blocks of 4 bytes."""
+    from bert_jax.data import text_files
+    monkeypatch.setattr(text_files, "_BLOCK", 4)
+    cases = {"ok.txt": "\ufeffcafé Ångström 東京\n".encode(), "bad.txt": "caf\u00e9 ok".encode()
+             + b"\xe9 x", "cut.txt": "abcé".encode()[:-1], "blank.txt": b" \n\t \n"}
+    for name, data in cases.items():
+        (tmp_path / name).write_bytes(data)
+        try:
+            text_files.read_text(str(tmp_path / name))
+            expected = None
+        except BertJaxError as e:
+            expected = str(e)
+        try:
+            text_files.check_text(str(tmp_path / name))
+            got = None
+        except BertJaxError as e:
+            got = str(e)
+        assert got == expected, name
+    assert expected is not None and "no text" in expected  # the blank file was refused

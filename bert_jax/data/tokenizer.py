@@ -16,7 +16,7 @@ from tokenizers import (Tokenizer, decoders, models, normalizers, pre_tokenizers
                         trainers)
 
 from bert_jax.data import long_texts
-from bert_jax.data.text_files import read_text, resolve_files
+from bert_jax.data.text_files import check_text, read_text, resolve_files
 from bert_jax.errors import BertJaxError
 
 # Order fixes their ids in a trained vocabulary: [PAD] = 0 as BertConfig.pad_token_id expects.
@@ -45,7 +45,7 @@ def train_tokenizer(files: Union[str, list[str]], vocab_size: int, out_dir: str,
         raise BertJaxError(f"{out_dir}: exists and is not a directory")
     paths = resolve_files(files)
     for path in paths:  # the Rust reader would fail on bad bytes without naming the file
-        read_text(path)
+        check_text(path)  # a block at a time: the trainer itself streams the lines
     tokenizer = _bert_tokenizer(models.WordPiece(unk_token="[UNK]",
                                                  continuing_subword_prefix=CONTINUATION_PREFIX),
                                 lowercase)
