@@ -1453,6 +1453,42 @@ def test_orbax_params_are_checked_before_they_are_read(b, tmp_path, monkeypatch)
         model_dir.load_model_dir(src)
 
 
+def test_a_pretraining_workdir_as_init_is_checked_before_it_is_read(b, tmp_path, monkeypatch):
+    """A workdir given as --init may come from anywhere too: its latest checkpoint's metadata
+    must fit its config.json, and hold no more than the params and Adam's moments."""
+    import jax
+    import jax.numpy as jnp
+    import orbax.checkpoint as ocp
+
+    from bert_jax.checkpoints import model_dir
+    from bert_jax.errors import BertJaxError
+    from bert_jax.models.config import BertConfig
+    from bert_jax.models.task_models import ARCHITECTURES
+    config = BertConfig(vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=37, max_position_embeddings=40)
+    params = ARCHITECTURES["BertForPreTraining"][0](config).init(
+        jax.random.key(0), jnp.zeros((1, 2), jnp.int32))["params"]
+    work = tmp_path / "run"
+    work.mkdir()
+
+    def saved(opt_state):
+        with ocp.CheckpointManager(str(work / "checkpoints")) as manager:
+            manager.save(1, args=ocp.args.StandardSave(
+                {"step": np.int32(1), "params": params, "opt_state": opt_state}), force=True)
+    saved({"mu": params, "nu": params, "huge": np.zeros(3 * 10**6, np.float32)})
+    config.replace(intermediate_size=40).to_json_file(str(work / "config.json"))
+
+    def allocate(*args, **kwargs):
+        raise AssertionError("restored before the check")
+    monkeypatch.setattr(ocp.CheckpointManager, "restore", allocate)
+    with pytest.raises(BertJaxError, match=r"checkpoints/1: does not fit config.json: bert/"):
+        model_dir.load_pretrained(str(work))
+    config.to_json_file(str(work / "config.json"))
+    with pytest.raises(BertJaxError, match=r"checkpoints/1: holds 3,.* numbers, more than a "
+                                           r"model of .* parameters and its Adam moments"):
+        model_dir.load_pretrained(str(work))
+
+
 def test_integer_position_ids_stay_allowed(b, tmp_path):
     """The one integer tensor the Hugging Face format has (a buffer older releases saved)."""
     from bert_jax.checkpoints.huggingface import load_hf

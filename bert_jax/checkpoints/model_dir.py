@@ -111,18 +111,21 @@ def load_pretrained(path: str) -> tuple[BertConfig, dict]:
     found = paths.require_kind(path)
     if found == paths.PRETRAIN_WORKDIR:
         config = BertConfig.from_json_file(os.path.join(path, paths.CONFIG))
-        _, params = latest_checkpoint_params(path)
+        _, params = latest_checkpoint_params(path, config=config)
         return config, params
     if found == paths.HF_DIR:
         return load_hf(path)
     return load_model_dir(paths.model_path(path))
 
 
-def latest_checkpoint_params(workdir: str, directory: Optional[str] = None):
+def latest_checkpoint_params(workdir: str, directory: Optional[str] = None,
+                             config: Optional[BertConfig] = None):
     """(step, params) of a workdir's latest training checkpoint (in its checkpoint
     `directory`, when that is elsewhere), as host numpy arrays.
 
-    Reads on one device whatever mesh wrote it, so any process can load any run.
+    Reads on one device whatever mesh wrote it, so any process can load any run. With the
+    workdir's `config`, its metadata is checked first, as load_model_dir's (a workdir given as
+    --init may come from anywhere): params that fit it, an optimizer state no larger than Adam's.
     """
     import orbax.checkpoint as ocp
     directory = os.path.abspath(paths.checkpoint_dir(workdir, directory))
@@ -134,11 +137,33 @@ def latest_checkpoint_params(workdir: str, directory: Optional[str] = None):
             raise BertJaxError(f"{directory}: no complete checkpoint")
         meta = manager.item_metadata(step)
         meta = getattr(meta, "tree", meta)
+        if config is not None:
+            _check_train_state(config, _plain(meta), f"{directory}/{step}")
         device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
         target = jax.tree.map(lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device),
                               meta)
         tree = manager.restore(step, args=ocp.args.StandardRestore(target))
     return step, jax.tree.map(np.asarray, tree["params"])
+
+
+def _size(tree) -> int:
+    return sum(int(np.prod(getattr(m, "shape", ()))) for m in jax.tree.leaves(tree))
+
+
+def _check_train_state(config: BertConfig, meta, where: str) -> None:
+    """A training checkpoint's metadata: params that fit `config`, and no more than Adam's two
+    moments (and a few counters) besides them, before any of it is allocated."""
+    params = meta.get("params") if isinstance(meta, dict) else None
+    if not isinstance(params, dict):
+        raise BertJaxError(f"{where}: not a training checkpoint (no params)")
+    try:
+        _check_metadata(config, params, None)
+    except BertJaxError as e:
+        raise BertJaxError(f"{where}: does not fit config.json: "
+                           f"{str(e).removeprefix('params: ')}") from None
+    if _size(meta) > 3 * _size(params) + 1024:
+        raise BertJaxError(f"{where}: holds {_size(meta):,} numbers, more than a model of "
+                           f"{_size(params):,} parameters and its Adam moments")
 
 
 def init_from(path: str, fresh: dict) -> dict:
