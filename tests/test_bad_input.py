@@ -544,6 +544,28 @@ def pretrain_init_from_corrupt(b, t):
                 f"{src}/params: not a readable orbax checkpoint", absent=(t / "work",))
 
 
+# prepare
+
+@case
+def prepare_bad_text_leaves_no_out_and_no_vocab(b, t):
+    (t / "corpus").mkdir()
+    (t / "corpus" / "a.txt").write_bytes(b"The caf\xe9 was shut. It rained.\n")
+    return Case(["prepare", "--config", path(b, "pretrain.py"), "--out", str(t / "set"),
+                 "--workers", "0", f"--config.train_files={t / 'corpus' / '*.txt'}"],
+                f"{t / 'corpus' / 'a.txt'}: not UTF-8 text", absent=(t / "set",))
+
+
+@case
+def prepare_bad_text_into_an_existing_out_leaves_it_as_it_was(b, t):
+    (t / "set").mkdir()
+    (t / "set" / "notes.txt").write_text("mine")
+    (t / "corpus").mkdir()
+    (t / "corpus" / "a.txt").write_bytes(b"The caf\xe9 was shut. It rained.\n")
+    return Case(["prepare", "--config", path(b, "pretrain.py"), "--out", str(t / "set"),
+                 "--workers", "0", f"--config.train_files={t / 'corpus' / '*.txt'}"],
+                f"{t / 'corpus' / 'a.txt'}: not UTF-8 text", absent=(t / "set" / "vocab",))
+
+
 # finetune
 
 def finetune(b, t, *extra, init=None, train=None, validation=None):
@@ -1221,6 +1243,275 @@ def embed_per_token_output_not_jsonl(b, t):
                 f"expected .jsonl, got .npy", absent=(t / "v.npy",))
 
 
+# hostile inputs: crafted to crash a parser or exhaust memory
+
+DEEP = "[" * 10_000 + "]" * 10_000  # 20 KB; pyarrow segfaulted on it, json raised RecursionError
+
+
+def deep_jsonl(file, **fields) -> str:
+    """A good row, then one whose extra field is nested 10,000 deep."""
+    file.write_text(json.dumps(fields) + "\n" + json.dumps(fields)[:-1] + f', "x": {DEEP}}}\n',
+                    encoding="utf-8")
+    return str(file)
+
+
+@case
+def finetune_jsonl_field_nested_10000_deep(b, t):
+    train = deep_jsonl(t / "train.jsonl", text="a good film", label="pos")
+    return Case(finetune(b, t, train=train), f"{train}:2: JSON nested more than 64 levels deep",
+                absent=(t / "work",))
+
+
+@case
+def predict_jsonl_field_nested_10000_deep(b, t):
+    source = deep_jsonl(t / "in.jsonl", text="a good film")
+    return Case(predict(b, t, input=source, output=t / "pred.jsonl"),
+                f"{source}:2: JSON nested more than 64 levels deep", absent=(t / "pred.jsonl",))
+
+
+@case
+def pretrain_jsonl_field_nested_10000_deep(b, t):
+    source = deep_jsonl(t / "corpus.jsonl", text="The cat sat. The dog read.")
+    return Case(pretrain(b, t, f"--config.train_files={source}"),
+                f"{source}:2: JSON nested more than 64 levels deep", absent=(t / "work",))
+
+
+@case
+def finetune_qa_squad_json_nested_10000_deep(b, t):
+    (t / "train.json").write_text('{"version": "1.1", "data": [], "x": ' + DEEP + "}",
+                                  encoding="utf-8")
+    return Case(qa_finetune(b, t, train=t / "train.json"),
+                f"{t / 'train.json'}:1: JSON nested more than 64 levels deep", absent=(t / "work",))
+
+
+@case
+def convert_config_nested_10000_deep(b, t):
+    src = copy(b / "hf", t / "src")
+    edit_json(os.path.join(src, "config.json"), x=[])
+    config = os.path.join(src, "config.json")
+    with open(config, encoding="utf-8") as f:
+        text = f.read()
+    write(config, text.replace("[]", DEEP).encode())
+    return Case(["convert", src, str(t / "out")],
+                f"{config}:1: JSON nested more than 64 levels deep", absent=(t / "out",))
+
+
+# an untrusted model directory: checked before anything is allocated
+
+def _index(src, weight_map) -> str:
+    """model.safetensors moved to a shard named by model.safetensors.index.json."""
+    os.rename(os.path.join(src, "model.safetensors"), os.path.join(src, "shard-1.safetensors"))
+    index = os.path.join(src, "model.safetensors.index.json")
+    write(index, json.dumps(weight_map).encode())
+    return index
+
+
+@case
+def convert_index_names_a_shard_outside_the_directory(b, t):
+    src = copy(b / "hf", t / "src")
+    shutil.copyfile(os.path.join(src, "model.safetensors"), t / "outside.safetensors")
+    index = _index(src, {"weight_map": {"bert.pooler.dense.bias": "../outside.safetensors"}})
+    return Case(["convert", src, str(t / "out")],
+                f"{index}: weight_map['bert.pooler.dense.bias']: '../outside.safetensors' is not "
+                f"a file in {src}", absent=(t / "out",))
+
+
+@case
+def convert_index_is_a_json_list(b, t):
+    src = copy(b / "hf", t / "src")
+    index = _index(src, ["shard-1.safetensors"])
+    return Case(["convert", src, str(t / "out")],
+                f'{index}: expected an object with a non-empty "weight_map"', absent=(t / "out",))
+
+
+@case
+def convert_index_shard_name_not_a_string(b, t):
+    src = copy(b / "hf", t / "src")
+    index = _index(src, {"weight_map": {"bert.pooler.dense.bias": 1}})
+    return Case(["convert", src, str(t / "out")],
+                f"{index}: weight_map['bert.pooler.dense.bias']: expected a shard file name, got "
+                f"int", absent=(t / "out",))
+
+
+@case
+def convert_integer_tensor_as_a_weight(b, t):
+    src = copy(b / "hf", t / "src")
+    name = "bert.encoder.layer.0.output.dense.weight"
+    _edit_tensors(src, lambda s: s.update({name: s[name].astype(np.int32)}))
+    return Case(["convert", src, str(t / "out")],
+                f"{src}/model.safetensors: tensor {name} is I32; weights must be floating point",
+                absent=(t / "out",))
+
+
+@case
+def convert_torch_bin_holding_a_non_tensor(b, t):
+    import torch
+    (t / "src").mkdir()
+    shutil.copyfile(path(b, "hf", "config.json"), t / "src" / "config.json")
+    torch.save({"bert.embeddings.word_embeddings.weight": 3}, t / "src" / "pytorch_model.bin")
+    return Case(["convert", str(t / "src"), str(t / "out")],
+                f"{t / 'src' / 'pytorch_model.bin'}: expected tensor names → tensors, got "
+                f"'bert.embeddings.word_embeddings.weight': int", absent=(t / "out",))
+
+
+@case
+def convert_torch_bin_holding_a_bool_weight(b, t):
+    import torch
+    (t / "src").mkdir()
+    shutil.copyfile(path(b, "hf", "config.json"), t / "src" / "config.json")
+    torch.save({"bert.embeddings.word_embeddings.weight": torch.ones(97, 32, dtype=torch.bool)},
+               t / "src" / "pytorch_model.bin")
+    return Case(["convert", str(t / "src"), str(t / "out")],
+                f"{t / 'src' / 'pytorch_model.bin'}: tensor bert.embeddings.word_embeddings.weight "
+                f"is bool; weights must be floating point", absent=(t / "out",))
+
+
+@case
+def convert_config_claims_a_million_layers(b, t):
+    src = copy(b / "hf", t / "src")
+    edit_json(os.path.join(src, "config.json"), num_hidden_layers=1_000_000)
+    return Case(["convert", src, str(t / "out")],
+                f"{src}: num_hidden_layers is 1000000 in config.json, but the weights hold 2 "
+                f"layer(s)", absent=(t / "out",))
+
+
+@case
+def convert_to_hf_config_claims_a_million_layers(b, t):
+    src = copy(b / "ours", t / "ours")
+    edit_json(os.path.join(src, "config.json"), num_hidden_layers=1_000_000)
+    return Case(["convert", src, str(t / "out"), "--to", "hf"],
+                f"{src}/params: does not fit config.json: num_hidden_layers is 1000000 in "
+                f"config.json, but the weights hold 2 layer(s)", absent=(t / "out",))
+
+
+@case
+def predict_config_claims_a_billion_labels(b, t):
+    model = copy(b / "hf_cls", t / "model")
+    config = os.path.join(model, "config.json")
+    with open(config, encoding="utf-8") as f:
+        d = json.load(f)
+    d.pop("id2label", None), d.pop("label2id", None)
+    write(config, json.dumps(dict(d, num_labels=10**9)).encode())
+    return Case(predict(b, t, model=model),
+                f"{config}: num_labels: 1000000000 is more than 100,000; give the label names "
+                f"as id2label", absent=(t / "pred.csv",))
+
+
+def test_a_local_table_read_leaves_no_copy_in_the_datasets_cache(tmp_path, monkeypatch):
+    """Each read used to add an arrow copy of the file to ~/.cache/huggingface/datasets."""
+    import tempfile
+
+    import datasets
+
+    from bert_jax.tasks import tables
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "hf_cache"))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    (tmp_path / "t.csv").write_text("text,label\na good film,pos\nbad,neg\n", encoding="utf-8")
+    table = tables.read_table(str(tmp_path / "t.csv"))
+    assert table["text"] == ["a good film", "bad"]
+    assert not (tmp_path / "hf_cache").exists() and os.listdir(tmp_path / "tmp") == []
+
+
+@pytest.mark.parametrize("to", ["hf", "flax"])
+def test_a_full_disk_during_convert_is_one_line_and_leaves_nothing(to, b, tmp_path, capfd,
+                                                                   monkeypatch):
+    """safetensors and orbax report ENOSPC in errors of their own (exit 1 before): a full disk
+    is patched into each writer."""
+    import orbax.checkpoint as ocp
+    import safetensors.numpy
+
+    def full(*args, **kwargs):
+        if to == "hf":  # safetensors' Rust error, as it words it
+            raise RuntimeError('Error while serializing: IoError(Os { code: 28, kind: '
+                               'StorageFull, message: "No space left on device" })')
+        raise ValueError("Error writing local file: os_error_code=28")  # tensorstore's
+    monkeypatch.setattr(safetensors.numpy, "save_file", full)
+    monkeypatch.setattr(ocp.StandardCheckpointer, "save", full)
+    out = tmp_path / "out"
+    src = path(b, "ours" if to == "hf" else "hf")
+    assert cli.main(["convert", src, str(out), "--to", to]) == 2
+    assert capfd.readouterr().err.splitlines() == [
+        f"bert-jax convert: error: {out}: writing failed (No space left on device); nothing was "
+        f"written there"]
+    assert os.listdir(tmp_path) == []
+
+
+def test_orbax_params_are_checked_before_they_are_read(b, tmp_path, monkeypatch):
+    """Orbax's compressed chunks let a few KB claim arrays of any size: the metadata decides."""
+    import orbax.checkpoint as ocp
+
+    from bert_jax.checkpoints import model_dir
+    from bert_jax.errors import BertJaxError
+    src = copy(b / "ours", tmp_path / "ours")
+    edit_json(os.path.join(src, "config.json"), intermediate_size=40)
+
+    def allocate(*args, **kwargs):
+        raise AssertionError("restored before the check")
+    monkeypatch.setattr(ocp.StandardCheckpointer, "restore", allocate)
+    with pytest.raises(BertJaxError, match="does not fit config.json: bert/encoder/layer_0/"):
+        model_dir.load_model_dir(src)
+
+
+def test_a_pretraining_workdir_as_init_is_checked_before_it_is_read(b, tmp_path, monkeypatch):
+    """A workdir given as --init may come from anywhere too: its latest checkpoint's metadata
+    must fit its config.json, and hold no more than the params and Adam's moments."""
+    import jax
+    import jax.numpy as jnp
+    import orbax.checkpoint as ocp
+
+    from bert_jax.checkpoints import model_dir
+    from bert_jax.errors import BertJaxError
+    from bert_jax.models.config import BertConfig
+    from bert_jax.models.task_models import ARCHITECTURES
+    config = BertConfig(vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=37, max_position_embeddings=40)
+    shapes = jax.eval_shape(lambda: ARCHITECTURES["BertForPreTraining"][0](config).init(
+        jax.random.key(0), jnp.zeros((1, 2), jnp.int32)))["params"]
+    params = jax.tree.map(lambda x: np.zeros(x.shape, x.dtype), shapes)  # no compile
+    work = tmp_path / "run"
+    work.mkdir()
+
+    def saved(opt_state):
+        with ocp.CheckpointManager(str(work / "checkpoints")) as manager:
+            manager.save(1, args=ocp.args.StandardSave(
+                {"step": np.int32(1), "params": params, "opt_state": opt_state}), force=True)
+    saved({"mu": params, "nu": params, "huge": np.zeros(3 * 10**6, np.float32)})
+    config.replace(intermediate_size=40).to_json_file(str(work / "config.json"))
+
+    def allocate(*args, **kwargs):
+        raise AssertionError("restored before the check")
+    monkeypatch.setattr(ocp.CheckpointManager, "restore", allocate)
+    with pytest.raises(BertJaxError, match=r"checkpoints/1: does not fit config.json: bert/"):
+        model_dir.load_pretrained(str(work))
+    config.to_json_file(str(work / "config.json"))
+    with pytest.raises(BertJaxError, match=r"checkpoints/1: holds 3,.* numbers, more than a "
+                                           r"model of .* parameters and its Adam moments"):
+        model_dir.load_pretrained(str(work))
+
+
+def test_integer_position_ids_stay_allowed(b, tmp_path):
+    """The one integer tensor the Hugging Face format has (a buffer older releases saved)."""
+    from bert_jax.checkpoints.huggingface import load_hf
+    src = copy(b / "hf", tmp_path / "src")
+    _edit_tensors(src, lambda s: s.update({"bert.embeddings.position_ids":
+                                           np.arange(40, dtype=np.int64)[None]}))
+    config, params = load_hf(src)
+    assert config.num_hidden_layers == 2 and "bert" in params
+
+
+def test_json_depth_counts_structure_not_brackets_in_text():
+    from bert_jax import json_limits
+    brackets = "[" * 100 + "{" * 100
+    assert json_limits.too_deep_line(json.dumps({"text": brackets, "y": [[1]]})) is None
+    assert json_limits.too_deep_line(json.dumps({"t": '\\"' + brackets})) is None  # escapes
+    nested = "[" * 65 + "]" * 65
+    assert json_limits.too_deep_line("[" * 64 + "]" * 64) is None
+    assert json_limits.too_deep_line(f'{{"a": 1}}\n{nested}\n') == 2
+    # an unbalanced line is the parser's to report: the lines after it start again from 0
+    assert json_limits.too_deep_line("[" * 60 + "\n" + "[" * 60 + "]" * 60) is None
+
+
 @pytest.mark.parametrize("name", list(CASES))
 def test_bad_input_is_one_line_and_changes_nothing(name, b, tmp_path, capfd, monkeypatch):
     monkeypatch.chdir(tmp_path)  # relative defaults (runs/, .cache/) would land where we look
@@ -1259,6 +1550,66 @@ def test_an_unexpected_exception_is_one_line_exit_1(b, tmp_path, capfd, monkeypa
     assert os.listdir(tmp_path) == []
     with pytest.raises(TypeError):
         cli.main(["--debug", *argv])
+
+
+# -- a busy workdir: one run at a time ----------------------------------------------------------
+
+@pytest.mark.parametrize("job", ["pretrain", "finetune", "glue"])
+def test_a_second_run_on_a_busy_workdir_is_refused_in_one_line(job, b, tmp_path, capfd):
+    """The lock's holder here is this process (the two-process race is in test_faults.py)."""
+    import socket
+
+    from bert_jax.runtime import workdir_lock
+    workdir = tmp_path / "work"
+    argv = {"pretrain": pretrain, "finetune": finetune, "glue": glue}[job](b, tmp_path)
+    if job == "glue":
+        glue_data(tmp_path, "RTE")
+    with workdir_lock.hold(str(workdir)):
+        before = snapshot(tmp_path, b)
+        assert cli.main(argv) == 2
+        assert snapshot(tmp_path, b) == before
+    assert capfd.readouterr().err.splitlines() == [
+        f"bert-jax {job}: error: {workdir}: another run is using this workdir (pid {os.getpid()} "
+        f"on host {socket.gethostname()}); wait for it to end or give another workdir"]
+    assert not workdir.exists()  # the holder made it and left nothing in it
+
+
+def test_a_lock_left_by_a_killed_run_does_not_block_the_next(tmp_path):
+    """flock ends with its process: a killed holder's file, still naming it, is taken over."""
+    from bert_jax.runtime import workdir_lock
+    (tmp_path / ".lock").write_text("pid 1 on host gone\n")
+    with workdir_lock.hold(str(tmp_path)):
+        assert (tmp_path / ".lock").read_text().startswith(f"pid {os.getpid()} on host ")
+    assert os.listdir(tmp_path) == []
+
+
+# -- a failure after training started is no bad input: the workdir and its logs stay ------------
+
+def _first_save_fails(monkeypatch):
+    """A full disk at the first checkpoint (orbax's save raising ENOSPC)."""
+    import errno
+
+    import orbax.checkpoint as ocp
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(ocp.CheckpointManager, "save", full)
+
+
+def test_a_failed_first_save_keeps_the_new_workdir_and_its_logs(b, tmp_path, capfd,
+                                                               monkeypatch):
+    """Fine-tuning shares the wrapper (cli/jobs.py); one job shows it."""
+    monkeypatch.chdir(tmp_path)
+    _first_save_fails(monkeypatch)
+    workdir = tmp_path / "work"
+    assert cli.main(pretrain(b, tmp_path)) == 2
+    err = [line for line in capfd.readouterr().err.splitlines() if line.strip()]
+    assert err[-1] == (f"bert-jax pretrain: error: {workdir / 'checkpoints'}: saving a "
+                       f"checkpoint failed (No space left on device); no complete checkpoint "
+                       f"was kept")
+    kept = set(os.listdir(workdir))
+    assert {"config.json", "train_config.json", "tensorboard"} <= kept, kept  # the run, its logs
+    assert ".lock" not in kept
 
 
 # -- too-long text: truncated with one counted warning, not an error -----------------------------
@@ -1309,6 +1660,29 @@ def test_fill_mask_truncates_a_long_text_with_the_mask_inside(b, capfd):
     assert err == ["bert-jax fill-mask: warning: 1 of 1 texts were longer than 40 tokens and "
                    "were truncated"]
     assert captured.out.startswith("[MASK]:") and len(captured.out.splitlines()) == 6
+
+
+# -- a field of 50 MB: served, truncated as usual, in bounded memory -------------------------------
+
+@pytest.mark.slow  # a process of its own, to measure its peak memory
+def test_embed_on_a_50_mb_one_line_input_peaks_under_2_gb(b, tmp_path):
+    """Tokenized whole, such a line took 9.9 GB; data/long_texts.py cuts it first."""
+    source, out = tmp_path / "in.txt", tmp_path / "v.npy"
+    source.write_text("the cat sat on the mat . " * 2_000_000 + "\n", encoding="utf-8")
+    script = ("import resource, sys\nfrom bert_jax import cli\ncode = cli.main(sys.argv[1:])\n"
+              "print('peak', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "
+              "file=sys.stderr)\nsys.exit(code)\n")
+    proc = subprocess.run(
+        [sys.executable, "-c", script, "embed", path(b, "hf_base"), "--input", str(source),
+         "--output", str(out), "--max-seq-length", "32"], cwd=ROOT, capture_output=True,
+        text=True, timeout=300, env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert lines[:-1] == ["bert-jax embed: warning: 1 of 1 texts were longer than 32 tokens and "
+                          "were truncated"]
+    peak = int(lines[-1].split()[1])
+    assert peak < 2 * 2**30, f"peak RSS {peak / 2**30:.2f} GiB"
+    assert np.load(out).shape == (1, 32)
 
 
 # -- the real entry point ------------------------------------------------------------------------

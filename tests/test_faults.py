@@ -118,6 +118,33 @@ def test_sigkill_at_random_moments_resumes_exactly(pretrain_setup, reference, pr
     assert_same_params(workdir, reference_dir)
 
 
+@pytest.mark.slow  # two processes
+def test_a_second_run_on_a_busy_workdir_is_refused_and_the_first_is_unharmed(
+        pretrain_setup, reference, tmp_path):
+    """A command started twice on one workdir: the second is refused within 5 s, naming the
+    first, and the first ends exactly as it would alone."""
+    import socket
+    _, overrides = pretrain_setup
+    first = train(tmp_path, [*overrides, *RUN], wait=False)
+    deadline = time.time() + 60
+    while not (tmp_path / ".lock").is_file():  # the first holds the workdir
+        assert first.poll() is None and time.time() < deadline, first.communicate()[1]
+        time.sleep(0.01)
+    started = time.time()
+    code, _, err = train(tmp_path, [*overrides, *RUN])
+    refused_in = time.time() - started
+    assert code == 2, err
+    assert err.splitlines() == [
+        f"bert-jax pretrain: error: {tmp_path}: another run is using this workdir (pid "
+        f"{first.pid} on host {socket.gethostname()}); wait for it to end or give another "
+        f"workdir"]
+    assert refused_in < 5, refused_in
+    _, err = first.communicate(timeout=240)
+    assert first.returncode == 0, err
+    assert not (tmp_path / ".lock").exists()
+    assert_same_params(tmp_path, reference)
+
+
 def test_sigkill_in_the_middle_of_a_save(pretrain_setup, reference, tmp_path, caplog):
     """Killed with checkpoint 10 fully written but not committed: it is never restored, the
     rerun resumes from 5, removes the leftover and saves 10 again. (Orbax also saves the first

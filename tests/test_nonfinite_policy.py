@@ -22,11 +22,11 @@ class State:
 class FakeCheckpointer:
     directory = "/runs/x/checkpoints"
 
-    def __init__(self):
-        self.saved = []
+    def __init__(self, latest=4):
+        self.saved, self.latest = [], latest
 
     def latest_step(self):
-        return 4
+        return self.latest
 
     def save(self, step, state, force=False):
         self.saved.append(step)
@@ -40,7 +40,7 @@ class Writer:
         self.rows.append((step, split, dict(values)))
 
 
-def run(bad_steps, policy, steps=6, log_every=3):
+def run(bad_steps, policy, steps=6, log_every=3, latest=4):
     """Loss 1.0 per step, except NaN (flagged, update skipped) at the 1-based `bad_steps`."""
 
     def step_fn(state, batch, key):
@@ -53,7 +53,7 @@ def run(bad_steps, policy, steps=6, log_every=3):
     writer = Writer()
     with loop.StopRequest() as stop:
         ctx = run_context.RunContext(workdir="/runs/x", mesh=sharding.make_mesh(), writer=writer,
-                                     checkpointer=FakeCheckpointer(), stop=stop, key=None,
+                                     checkpointer=FakeCheckpointer(latest), stop=stop, key=None,
                                      is_main=True)
         loop.run_steps(ctx, step_fn, State(0),
                        lambda s: {"attention_mask": np.ones((2, 4), np.int32)},
@@ -67,6 +67,13 @@ def test_stop_names_the_step_and_the_checkpoint():
                                            r"skipped\); resume from the last checkpoint, step 4 "
                                            r"in /runs/x/checkpoints, .*on_nonfinite=skip"):
         run({5}, "stop")
+
+
+def test_stop_before_any_checkpoint_says_so():  # not "step None"
+    with pytest.raises(BertJaxError, match=r"^step 2: loss or gradient is NaN/Inf \(update "
+                                           r"skipped\); no checkpoint is complete yet in "
+                                           r"/runs/x/checkpoints: start again, with a lower "):
+        run({2}, "stop", latest=None)
 
 
 def test_skip_warns_and_logs_means_over_the_updated_steps(caplog):

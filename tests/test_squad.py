@@ -215,6 +215,25 @@ def test_windows_equal_transformers(toks, max_length, stride):
     assert "start_positions" not in squad.features(tok, examples[:1], 48, 12, training=False)
 
 
+@pytest.mark.parametrize("max_length,stride", [(48, 12), (33, 5)])
+def test_windows_are_encoded_a_few_windows_at_a_time_with_the_same_result(toks, max_length,
+                                                                          stride, monkeypatch):
+    """Work is chunked by window count (a long context's windows, not a count of questions,
+    fill a chunk); the count each example is given is the count it makes."""
+    tok, _ = toks
+    examples = _examples()
+    whole = squad.features(tok, examples, max_length, stride, training=True)
+    monkeypatch.setattr(squad, "_ENCODE_WINDOWS", 4)
+    chunked = squad.features(tok, examples, max_length, stride, training=True)
+    assert whole.keys() == chunked.keys()
+    for key in whole:
+        assert np.array_equal(whole[key], chunked[key]), key
+    counted = squad._check_lengths(tok, examples, max_length, stride,
+                                   tok.num_special_tokens_to_add(True), "test")
+    assert counted == np.bincount(whole["example_index"]).tolist()
+    assert list(squad._chunks([3, 1, 5, 2, 2], 4)) == [(0, 2), (2, 3), (3, 5)]
+
+
 def test_answer_at_window_edges(toks):
     """An answer across a window boundary is labelled only in the window that holds it; one in
     a window's last context token points there (run_qa's scan would run past the [SEP])."""

@@ -149,3 +149,56 @@ def test_bad_vocab_files(tmp_path, minilm_dir):
     garbage.write_text("{not json", encoding="utf-8")
     with pytest.raises(BertJaxError, match="tokenizer.json: not a tokenizers JSON file"):
         tok_lib.load(str(garbage))
+
+
+def test_a_text_far_beyond_max_length_is_cut_first_with_the_same_tokens(lines, minilm_dir):
+    """data/long_texts.py: encoding a cut text gives the tokens (and truncation counts) the
+    whole text gives, singles and pairs, with long [UNK] words and accents near the cuts."""
+    tok = tok_lib.load(minilm_dir)
+    prose = " ".join(lines[:400])  # ~30,000 characters
+    unk = " ".join(["x" * 150] * 200)  # a token per 151 characters: the prefix must grow
+    accents = "e\u0301" * 1500 + " " + prose  # a cut between a letter and its accent
+    dots = "." * 2500  # punctuation: a token per character, no space
+    texts = [prose, unk, accents, dots, "short text", prose[:2500]]
+    # (the reference, whole pairs, costs the tokenizer a window of each for each of the other)
+    pairs = [unk, prose[:3000], "short", prose[:3000], dots, prose[:2600]]
+
+    def whole(texts, pairs):
+        tok.enable_truncation(MAX_LENGTH, strategy="longest_first")
+        try:
+            inputs = texts if pairs is None else list(zip(texts, pairs))
+            return [e.ids for e in tok.encode_batch(inputs)]
+        finally:
+            tok.no_truncation()
+    for second in (None, pairs):
+        assert tok_lib.encode_batch(tok, texts, second, MAX_LENGTH)["input_ids"] == \
+            whole(texts, second)
+        full = tok_lib.encode_batch(tok, texts, second, None)["input_ids"]
+        assert tok_lib.count_longer(tok, texts, second, MAX_LENGTH) == sum(
+            len(row) > MAX_LENGTH for row in full)
+    from bert_jax.data import long_texts
+    cut, _ = long_texts.cut_texts(tok, texts, None, MAX_LENGTH)
+    assert len(cut[0]) < len(prose) and len(cut[3]) < len(dots)  # the cut did happen
+
+
+def test_training_files_are_checked_a_block_at_a_time(tmp_path, monkeypatch):
+    """check_text (what train_tokenizer checks before the trainer streams the files) agrees with
+    read_text, with characters and the BOM split across blocks of 4 bytes."""
+    from bert_jax.data import text_files
+    monkeypatch.setattr(text_files, "_BLOCK", 4)
+    cases = {"ok.txt": "\ufeffcafé Ångström 東京\n".encode(), "bad.txt": "caf\u00e9 ok".encode()
+             + b"\xe9 x", "cut.txt": "abcé".encode()[:-1], "blank.txt": b" \n\t \n"}
+    for name, data in cases.items():
+        (tmp_path / name).write_bytes(data)
+        try:
+            text_files.read_text(str(tmp_path / name))
+            expected = None
+        except BertJaxError as e:
+            expected = str(e)
+        try:
+            text_files.check_text(str(tmp_path / name))
+            got = None
+        except BertJaxError as e:
+            got = str(e)
+        assert got == expected, name
+    assert expected is not None and "no text" in expected  # the blank file was refused

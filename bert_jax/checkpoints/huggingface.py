@@ -19,8 +19,10 @@ import jax.numpy as jnp
 import numpy as np
 from flax import traverse_util
 
+from bert_jax import json_limits
 from bert_jax.checkpoints.atomic import atomic_directory
-from bert_jax.checkpoints.paths import CONFIG, SAFETENSORS, SAFETENSORS_INDEX, TORCH_BIN
+from bert_jax.checkpoints.paths import CONFIG, SAFETENSORS
+from bert_jax.checkpoints.weight_files import missing_dir_reason, read_state_dict
 from bert_jax.errors import BertJaxError
 from bert_jax.models.config import BertConfig
 from bert_jax.models.encoder import BertModel, Pooler
@@ -103,70 +105,24 @@ def expected_shapes(config: BertConfig, architecture: str) -> dict[tuple, tuple]
 
 # -- reading ------------------------------------------------------------------------------------
 
-def read_state_dict(directory: str) -> dict[str, np.ndarray]:
-    """The checkpoint's tensors as numpy; floating tensors upcast to float32 (our param dtype)."""
-    if not os.path.isdir(directory):
-        raise BertJaxError(f"{directory}: {missing_dir_reason(directory)}")
-    path = os.path.join(directory, SAFETENSORS)
-    index = os.path.join(directory, SAFETENSORS_INDEX)
-    if os.path.isfile(path):
-        tensors = _read_safetensors(path)
-    elif os.path.isfile(index):
-        tensors = {}
-        for shard in sorted(set(_read_json(index).get("weight_map", {}).values())):
-            tensors.update(_read_safetensors(os.path.join(directory, shard)))
-    elif os.path.isfile(os.path.join(directory, TORCH_BIN)):
-        tensors = _read_torch_bin(os.path.join(directory, TORCH_BIN))
-    else:
-        raise BertJaxError(f"{directory}: no weights found (expected {SAFETENSORS}, "
-                           f"{SAFETENSORS_INDEX} or {TORCH_BIN})")
-    return {k: v.astype(np.float32) if np.issubdtype(v.dtype, np.floating) or v.dtype.name ==
-            "bfloat16" else v for k, v in tensors.items()}
-
-
-def missing_dir_reason(path: str) -> str:
-    return "not a directory (expected a model directory)" if os.path.exists(path) else \
-        "no such directory"
-
-
 def named_architecture(directory: str):
     """The first name in `directory`/config.json's "architectures", or None: it tells apart
     architectures whose parameter trees look alike (task_models.choose_architecture)."""
-    names = _read_json(os.path.join(directory, CONFIG)).get("architectures")
+    config = _read_json(os.path.join(directory, CONFIG))
+    names = config.get("architectures") if isinstance(config, dict) else None
     return names[0] if isinstance(names, list) and names and isinstance(names[0], str) else None
 
 
 def _read_json(path):
     try:
         with open(path, encoding="utf-8") as f:
-            return json.load(f)
+            text = f.read()
     except (OSError, ValueError) as e:
         raise BertJaxError(f"{path}: not readable JSON ({e})") from None
-
-
-def _read_safetensors(path: str) -> dict[str, np.ndarray]:
-    from safetensors.numpy import load_file
-    if not os.path.isfile(path):
-        raise BertJaxError(f"{path}: weights file not found")
     try:
-        return load_file(path)
-    except Exception as e:  # SafetensorError, OSError, bad header JSON: all mean a broken file
-        raise BertJaxError(f"{path}: not a valid safetensors file ({e})") from None
-
-
-def _read_torch_bin(path: str) -> dict[str, np.ndarray]:
-    try:
-        import torch
-    except ImportError:
-        raise BertJaxError(f"{path}: reading pytorch_model.bin needs torch (pip install "
-                           f"'bert-jax[convert]'); safetensors checkpoints do not") from None
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:
-        raise BertJaxError(f"{path}: not a readable PyTorch checkpoint ({e})") from None
-    if not isinstance(state, dict):
-        raise BertJaxError(f"{path}: expected a state dict, got {type(state).__name__}")
-    return {k: (v.float() if v.is_floating_point() else v).numpy() for k, v in state.items()}
+        return json_limits.loads(text, path)
+    except json.JSONDecodeError as e:
+        raise BertJaxError(f"{path}: not readable JSON ({e})") from None
 
 
 def load_hf(path: str) -> tuple[BertConfig, dict]:
@@ -188,6 +144,8 @@ def load_hf(path: str) -> tuple[BertConfig, dict]:
         state = {k.replace(old, new) if k.endswith(old) else k: v for k, v in state.items()}
     state = {k: v for k, v in state.items() if not k.endswith("embeddings.position_ids")}
     prefix = "bert." if any(k.startswith("bert.") for k in state) else ""
+    check_layers(config, len({k[len(prefix):].split(".")[2] for k in state
+                              if k.startswith(f"{prefix}encoder.layer.")}), path)
     groups = {"bert"}
     for group, start in (("predictions", "cls.predictions."),
                          ("seq_relationship", "cls.seq_relationship."),
@@ -276,16 +234,7 @@ def to_state_dict(config: BertConfig, params, architecture=None
     groups = frozenset(params)
     architecture = architecture_of(params, config, architecture)
     flat = {k: np.asarray(v) for k, v in traverse_util.flatten_dict(params).items()}
-    shapes = expected_shapes(config, architecture)
-    for path, shape in shapes.items():
-        if path not in flat:
-            raise BertJaxError(f"params: missing {'/'.join(path)}")
-        if flat[path].shape != shape:
-            raise BertJaxError(f"params: {'/'.join(path)} has shape {flat[path].shape}, "
-                               f"expected {shape} from the config")
-    extra = sorted("/".join(p) for p in set(flat) - set(shapes))
-    if extra:
-        raise BertJaxError(f"params: unexpected parameter(s) {', '.join(extra[:5])}")
+    check_shapes({k: v.shape for k, v in flat.items()}, config, architecture)
     prefix = "" if architecture == "BertModel" else "bert."
     state = {}
     for entry in name_table(config, groups, prefix, architecture not in POOLER_FREE):
@@ -296,6 +245,29 @@ def to_state_dict(config: BertConfig, params, architecture=None
     if "predictions" in groups and not config.tie_word_embeddings:
         state["cls.predictions.decoder.bias"] = state["cls.predictions.bias"].copy()  # see above
     return architecture, state
+
+
+def check_shapes(flat: dict[tuple, tuple], config: BertConfig, architecture: str) -> None:
+    """Refuses a params tree ({path: shape}) that is not `architecture` of `config`, naming the
+    first parameter missing, misshapen or unexpected."""
+    shapes = expected_shapes(config, architecture)
+    for path, shape in shapes.items():
+        if path not in flat:
+            raise BertJaxError(f"params: missing {'/'.join(path)}")
+        if tuple(flat[path]) != shape:
+            raise BertJaxError(f"params: {'/'.join(path)} has shape {tuple(flat[path])}, "
+                               f"expected {shape} from the config")
+    extra = sorted("/".join(p) for p in set(flat) - set(shapes))
+    if extra:
+        raise BertJaxError(f"params: unexpected parameter(s) {', '.join(extra[:5])}")
+
+
+def check_layers(config: BertConfig, layers: int, where: str) -> None:
+    """config.json's num_hidden_layers against the layers the weights hold, before a model of
+    that depth is traced (a crafted config could ask for millions)."""
+    if config.num_hidden_layers > layers:
+        raise BertJaxError(f"{where}: num_hidden_layers is {config.num_hidden_layers} in "
+                           f"config.json, but the weights hold {layers} layer(s)")
 
 
 def save_hf(path: str, config: BertConfig, params, vocab_files=(), overwrite=False,

@@ -6,19 +6,22 @@ kind of directory checkpoints.paths knows: ours, Hugging Face's, or a workdir.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from typing import Optional
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from bert_jax.checkpoints import paths
 from bert_jax.checkpoints.atomic import atomic_directory
-from bert_jax.checkpoints.huggingface import (copy_vocab_files, load_hf, named_architecture,
-                                              to_state_dict)
+from bert_jax.checkpoints.huggingface import (check_layers, check_shapes, copy_vocab_files,
+                                              load_hf, named_architecture, to_state_dict)
 from bert_jax.errors import BertJaxError
 from bert_jax.models.config import BertConfig
+from bert_jax.models.task_models import architecture_of
 
 log = logging.getLogger(__name__)
 
@@ -40,23 +43,63 @@ def save_model_dir(path: str, config: BertConfig, params, vocab_files=(), overwr
 
 
 def load_model_dir(path: str) -> tuple[BertConfig, dict]:
+    """Our model directory → (config, params). The params' metadata (names, shapes, dtypes) is
+    checked against config.json before anything is allocated: orbax's compressed chunks let a
+    few KB of data claim arrays of any size."""
     import orbax.checkpoint as ocp
     config = BertConfig.from_json_file(os.path.join(path, paths.CONFIG))
     params_path = os.path.abspath(os.path.join(path, paths.PARAMS))
+    with _unreadable_as_one_line(params_path), ocp.StandardCheckpointer() as checkpointer:
+        meta = _plain(checkpointer.metadata(params_path).item_metadata)
+        if not isinstance(meta, dict) or not meta:
+            raise ValueError("no parameter tree in its metadata")
     try:
-        with ocp.StandardCheckpointer() as checkpointer:
-            params = checkpointer.restore(params_path)
-    except Exception as e:  # orbax raises many kinds for a damaged directory
-        raise BertJaxError(f"{params_path}: not a readable orbax checkpoint "
-                           f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
-                           ) from None
-    params = jax.tree.map(np.asarray, params)
-    try:  # params must fit config.json: names the first mismatch
-        to_state_dict(config, params, named_architecture(path))
+        _check_metadata(config, meta, named_architecture(path))
     except BertJaxError as e:
         raise BertJaxError(f"{params_path}: does not fit config.json: "
                            f"{str(e).removeprefix('params: ')}") from None
-    return config, params
+    device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+    target = jax.tree.map(lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device),
+                          meta)
+    with _unreadable_as_one_line(params_path), ocp.StandardCheckpointer() as checkpointer:
+        params = checkpointer.restore(params_path, target)
+    return config, jax.tree.map(np.asarray, params)
+
+
+@contextlib.contextmanager
+def _unreadable_as_one_line(params_path: str):
+    """orbax's errors for a damaged directory (of many kinds) as our one line, and its warnings
+    about one (a log line before ours) left out."""
+    absl = logging.getLogger("absl")
+    level = absl.level
+    absl.setLevel(logging.ERROR)
+    try:
+        yield
+    except Exception as e:  # noqa: BLE001
+        raise BertJaxError(f"{params_path}: not a readable orbax checkpoint "
+                           f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
+                           ) from None
+    finally:
+        absl.setLevel(level)
+
+
+def _plain(tree):
+    """orbax's tree metadata as nested dicts of its leaves' ArrayMetadata."""
+    return {k: _plain(v) for k, v in tree.items()} if hasattr(tree, "items") else tree
+
+
+def _check_metadata(config: BertConfig, meta: dict, name: Optional[str]) -> None:
+    """Floating-point params of the architecture `config` describes, every shape as it says."""
+    from flax import traverse_util
+    flat = traverse_util.flatten_dict(meta)
+    for key, leaf in flat.items():
+        if not hasattr(leaf, "shape") or not jnp.issubdtype(leaf.dtype, jnp.floating):
+            raise BertJaxError(f"{'/'.join(key)} is {getattr(leaf, 'dtype', type(leaf))}; "
+                               f"weights must be floating point")
+    encoder = meta.get("bert", {}).get("encoder", {}) if isinstance(meta.get("bert"), dict) else {}
+    check_layers(config, len(encoder), "params")
+    check_shapes({k: v.shape for k, v in flat.items()}, config,
+                 architecture_of(meta, config, name))
 
 
 def load_pretrained(path: str) -> tuple[BertConfig, dict]:
@@ -68,18 +111,21 @@ def load_pretrained(path: str) -> tuple[BertConfig, dict]:
     found = paths.require_kind(path)
     if found == paths.PRETRAIN_WORKDIR:
         config = BertConfig.from_json_file(os.path.join(path, paths.CONFIG))
-        _, params = latest_checkpoint_params(path)
+        _, params = latest_checkpoint_params(path, config=config)
         return config, params
     if found == paths.HF_DIR:
         return load_hf(path)
     return load_model_dir(paths.model_path(path))
 
 
-def latest_checkpoint_params(workdir: str, directory: Optional[str] = None):
+def latest_checkpoint_params(workdir: str, directory: Optional[str] = None,
+                             config: Optional[BertConfig] = None):
     """(step, params) of a workdir's latest training checkpoint (in its checkpoint
     `directory`, when that is elsewhere), as host numpy arrays.
 
-    Reads on one device whatever mesh wrote it, so any process can load any run.
+    Reads on one device whatever mesh wrote it, so any process can load any run. With the
+    workdir's `config`, its metadata is checked first, as load_model_dir's (a workdir given as
+    --init may come from anywhere): params that fit it, an optimizer state no larger than Adam's.
     """
     import orbax.checkpoint as ocp
     directory = os.path.abspath(paths.checkpoint_dir(workdir, directory))
@@ -91,11 +137,33 @@ def latest_checkpoint_params(workdir: str, directory: Optional[str] = None):
             raise BertJaxError(f"{directory}: no complete checkpoint")
         meta = manager.item_metadata(step)
         meta = getattr(meta, "tree", meta)
+        if config is not None:
+            _check_train_state(config, _plain(meta), f"{directory}/{step}")
         device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
         target = jax.tree.map(lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device),
                               meta)
         tree = manager.restore(step, args=ocp.args.StandardRestore(target))
     return step, jax.tree.map(np.asarray, tree["params"])
+
+
+def _size(tree) -> int:
+    return sum(int(np.prod(getattr(m, "shape", ()))) for m in jax.tree.leaves(tree))
+
+
+def _check_train_state(config: BertConfig, meta, where: str) -> None:
+    """A training checkpoint's metadata: params that fit `config`, and no more than Adam's two
+    moments (and a few counters) besides them, before any of it is allocated."""
+    params = meta.get("params") if isinstance(meta, dict) else None
+    if not isinstance(params, dict):
+        raise BertJaxError(f"{where}: not a training checkpoint (no params)")
+    try:
+        _check_metadata(config, params, None)
+    except BertJaxError as e:
+        raise BertJaxError(f"{where}: does not fit config.json: "
+                           f"{str(e).removeprefix('params: ')}") from None
+    if _size(meta) > 3 * _size(params) + 1024:
+        raise BertJaxError(f"{where}: holds {_size(meta):,} numbers, more than a model of "
+                           f"{_size(params):,} parameters and its Adam moments")
 
 
 def init_from(path: str, fresh: dict) -> dict:

@@ -29,7 +29,8 @@ EXPORT = "export"  # a workdir's Hugging Face export
 SAFETENSORS, SAFETENSORS_INDEX, TORCH_BIN = (
     "model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
 VOCAB_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
-# the rest of a workdir (every job): its metrics as they are written
+# the rest of a workdir (every job): the lock of the run using it, its metrics as written
+LOCK = ".lock"  # held by the run using the workdir (runtime/workdir_lock.py); names its holder
 METRICS_LOG = "metrics.jsonl"  # a line per logged step: train, held-out / validation metrics
 TENSORBOARD = "tensorboard"  # the same metrics as TensorBoard event files
 # a pretraining workdir

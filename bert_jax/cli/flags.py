@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import re
 
+from bert_jax.errors import BertJaxError
+
 
 class Parser(argparse.ArgumentParser):
     """Usage errors in one line too (argparse prints the whole usage first); subcommand
@@ -26,7 +28,8 @@ def add_multihost(parser: argparse.ArgumentParser) -> None:
     """The jax.distributed flags every training command takes (Slurm / TPU pods need none)."""
     group = parser.add_argument_group("multi-host (jax.distributed)")
     group.add_argument("--coordinator-address", default=None,
-                       help="host:port of process 0; with --num-processes and --process-id")
+                       help="host:port of process 0; with --num-processes and --process-id "
+                            "(it listens without authentication: a trusted network only)")
     group.add_argument("--num-processes", type=int, default=None)
     group.add_argument("--process-id", type=int, default=None)
     group.add_argument("--initialization-timeout", type=int, default=300,
@@ -45,6 +48,15 @@ def initialize_distributed(args) -> None:
                                     args.heartbeat_timeout, prog=f"bert-jax {args.command}",
                                     say=lambda message: as_flags(args.command, message,
                                                                  args.overrides))
+
+
+def check_multihost(args) -> None:
+    """initialize_distributed's refusal of a partial set of the three flags, made before JAX is
+    imported (and before the config, which may name the workdir, is read)."""
+    given = [v is not None for v in (args.coordinator_address, args.num_processes,
+                                     args.process_id)]
+    if any(given) and not all(given):
+        raise BertJaxError("coordinator_address, num_processes and process_id go together")
 
 
 def normalize(argv: list[str]) -> list[str]:

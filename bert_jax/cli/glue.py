@@ -72,6 +72,7 @@ def _removed_before_any_run(workdir: str):
 
 
 def glue(args) -> int:
+    from bert_jax.runtime import workdir_lock
     from bert_jax.tasks.glue.benchmark import HUB
     from bert_jax.training import loop
     from bert_jax.training.glue import GlueSettings
@@ -91,7 +92,7 @@ def glue(args) -> int:
                            f"GLUE download's layout)")
     say = lambda line: print(f"glue {line}", flush=True)  # noqa: E731
     try:
-        with _removed_before_any_run(args.workdir):
+        with _removed_before_any_run(args.workdir), workdir_lock.hold(args.workdir):
             results = run_glue(settings, args.workdir, say)
     except loop.Interrupted as e:
         print(f"bert-jax glue: {e}", file=sys.stderr)

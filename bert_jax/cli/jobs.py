@@ -84,20 +84,40 @@ def add_parsers(sub) -> None:
 
 
 @contextlib.contextmanager
-def _removed_on_bad_input(workdir: str, checkpoint_dir: str = ""):
-    """A workdir this command creates is removed again if bad input stops the job before its
-    first checkpoint: a refused run leaves nothing half-written behind."""
-    new = not os.path.exists(workdir)
+def _removed_on_bad_input(workdir: str, new: bool):
+    """Yields `started`, which the job calls once its inputs are checked and training begins.
+    A `new` workdir (this command creates it) is removed again if bad input stops the job before
+    that: a refused run leaves nothing half-written behind. A failure after it (a NaN stop, a
+    full disk at the first save) keeps the workdir: its logs and vocabulary say what happened."""
+    began = []
     try:
-        yield
+        yield lambda: began.append(True)
     except (BertJaxError, OSError):
-        from bert_jax.checkpoints.paths import latest_checkpoint_step
-        if new and os.path.isdir(workdir) and latest_checkpoint_step(
-                workdir, checkpoint_dir) is None:
+        if new and not began and os.path.isdir(workdir):
             import jax
             if jax.process_index() == 0:
                 shutil.rmtree(workdir, ignore_errors=True)
         raise
+
+
+@contextlib.contextmanager
+def _joined_with_workdir_locked(workdir: str, args):
+    """Joins the multi-process run (if any) holding `workdir`'s lock in process 0, from before
+    the heavy imports where process 0 is known from the flags (or is the only process), else
+    from when cluster detection names it: a second run on a busy workdir is refused at once."""
+    from bert_jax.runtime import workdir_lock
+    # the cluster runs whose process ids JAX detects (runtime/sharding.initialize_distributed)
+    detected = args.process_id is None and (int(os.environ.get("SLURM_NTASKS", "1")) > 1
+                                            or "TPU_WORKER_HOSTNAMES" in os.environ)
+    with contextlib.ExitStack() as held:
+        if not detected and not args.process_id:
+            held.enter_context(workdir_lock.hold(workdir))
+        flags.initialize_distributed(args)
+        if detected:
+            import jax
+            if jax.process_index() == 0:
+                held.enter_context(workdir_lock.hold(workdir))
+        yield
 
 
 def _run_job(command: str, job):
@@ -116,15 +136,17 @@ def _run_job(command: str, job):
 
 
 def pretrain(args) -> int:
-    from bert_jax.training import pretrain_config
-    from bert_jax.training.pretrain import pretrain as run_pretraining
-    from bert_jax.training.pretrain import summary
-    flags.initialize_distributed(args)
-    cfg = pretrain_config.load_config(args.config, args.overrides)
     name = os.path.splitext(os.path.basename(args.config))[0].removeprefix("pretrain_")
     workdir = args.workdir or os.path.join("runs", name)
-    with _removed_on_bad_input(workdir, cfg.checkpoint_dir):
-        result, code = _run_job("pretrain", lambda: run_pretraining(cfg, workdir))
+    new = not os.path.exists(workdir)
+    with _joined_with_workdir_locked(workdir, args):
+        from bert_jax.training import pretrain_config
+        from bert_jax.training.pretrain import pretrain as run_pretraining
+        from bert_jax.training.pretrain import summary
+        cfg = pretrain_config.load_config(args.config, args.overrides)
+        with _removed_on_bad_input(workdir, new) as started:
+            result, code = _run_job("pretrain", lambda: run_pretraining(cfg, workdir,
+                                                                        on_start=started))
     if code:
         return code
     if result.metrics:
@@ -159,8 +181,7 @@ def prepare(args) -> int:
 def finetune(args) -> int:
     from bert_jax.checkpoints import paths
     from bert_jax.training import finetune_config
-    from bert_jax.training.finetune import finetune as run_finetuning
-    flags.initialize_distributed(args)
+    flags.check_multihost(args)
     if args.dataset and len(args.dataset) > 2:
         raise BertJaxError(f"--dataset: expected NAME [CONFIG], got {' '.join(args.dataset)}")
     dataset, dataset_config = (list(args.dataset) + [None])[:2] if args.dataset else (None, None)
@@ -175,8 +196,12 @@ def finetune(args) -> int:
         doc_stride=args.doc_stride, max_answer_length=args.max_answer_length,
         version_2_with_negative=args.version_2_with_negative)
     workdir = args.workdir or finetune_workdir(cfg, args.config)
-    with _removed_on_bad_input(workdir, cfg.checkpoint_dir):
-        result, code = _run_job("finetune", lambda: run_finetuning(cfg, workdir))
+    new = not os.path.exists(workdir)
+    with _joined_with_workdir_locked(workdir, args), _removed_on_bad_input(
+            workdir, new) as started:
+        from bert_jax.training.finetune import finetune as run_finetuning
+        result, code = _run_job("finetune", lambda: run_finetuning(cfg, workdir,
+                                                                    on_start=started))
     if code:
         return code
     task, scores = TASKS[cfg.task], result.metrics

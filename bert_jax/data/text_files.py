@@ -52,3 +52,33 @@ def read_text(path: str) -> str:
     if not text.strip():
         raise BertJaxError(f"{path}: file contains no text")
     return text
+
+
+_BOM = b"\xef\xbb\xbf"
+_BLOCK = 1 << 22  # bytes decoded at a time by check_text
+
+
+def check_text(path: str) -> None:
+    """read_text's checks (UTF-8, not only whitespace) a block at a time, for files that are
+    only handed on (to the tokenizer trainer): memory stays at one block, however large."""
+    offset, carry, has_text = 0, b"", False
+    with open(path, "rb") as f:
+        while True:
+            block = f.read(_BLOCK)
+            data = carry + block
+            if offset == 0 and data.startswith(_BOM):
+                data, offset = data[len(_BOM):], len(_BOM)
+            try:
+                text, carry = data.decode("utf-8"), b""
+            except UnicodeDecodeError as e:
+                if not block or e.reason != "unexpected end of data":  # not a split character
+                    raise BertJaxError(f"{path}: not UTF-8 text (byte 0x{data[e.start]:02x} at "
+                                       f"offset {offset + e.start})") from None
+                text, carry = data[:e.start].decode("utf-8"), data[e.start:]
+            offset += len(data) - len(carry)
+            has_text = has_text or bool(text.strip())
+            if not block:
+                break
+    if not has_text:
+        raise BertJaxError(f"{path}: file contains no text")
+

@@ -18,6 +18,7 @@ import json
 import zlib
 from typing import Iterable, Iterator, Optional, Sequence, Union
 
+from bert_jax import json_limits
 from bert_jax.data.text_files import resolve_files
 from bert_jax.errors import BertJaxError
 
@@ -288,7 +289,7 @@ def _jsonl_records(source: Source, field: str, shard: int, num_shards: int):
             if not line.strip():
                 continue
             try:
-                value = json.loads(line)
+                value = json_limits.loads(line, path, number)
             except json.JSONDecodeError as e:
                 raise BertJaxError(f"{path}:{number}: not JSON ({e.msg} at column {e.colno})"
                                    ) from None

@@ -11,6 +11,7 @@ last one to finish writes the manifest.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
 import os
@@ -74,9 +75,8 @@ def tokenize_shard(sources: Sequence[text_sources.Source], tokenizer: Tokenizer,
     if shard in existing:
         log.info("%s: already prepared", final)
         return prepared_set.try_finish(out)
+    created = not os.path.exists(out)
     os.makedirs(out, exist_ok=True)
-    _save_vocab(tokenizer, out)  # after the checks: a refused job changes nothing in `out`
-
     tmp = f"{final}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
@@ -85,12 +85,16 @@ def tokenize_shard(sources: Sequence[text_sources.Source], tokenizer: Tokenizer,
                              shard, num_shards, workers, part_tokens)
         record = dict(identity, name=name, **stats)
         prepared_set.write_json(os.path.join(tmp, prepared_set.SHARD_RECORD), record)
+        _save_vocab(tokenizer, out)  # with a shard only: a failed job changes nothing in `out`
         try:
             os.rename(tmp, final)
         except OSError:  # another job prepared the same shard first: keep theirs
             shutil.rmtree(tmp, ignore_errors=True)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        if created:  # and still empty: the other shards' jobs may be writing into it
+            with contextlib.suppress(OSError):
+                os.rmdir(out)
         raise
     return prepared_set.try_finish(out)
 

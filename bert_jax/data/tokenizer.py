@@ -15,7 +15,8 @@ import numpy as np
 from tokenizers import (Tokenizer, decoders, models, normalizers, pre_tokenizers, processors,
                         trainers)
 
-from bert_jax.data.text_files import read_text, resolve_files
+from bert_jax.data import long_texts
+from bert_jax.data.text_files import check_text, read_text, resolve_files
 from bert_jax.errors import BertJaxError
 
 # Order fixes their ids in a trained vocabulary: [PAD] = 0 as BertConfig.pad_token_id expects.
@@ -44,7 +45,7 @@ def train_tokenizer(files: Union[str, list[str]], vocab_size: int, out_dir: str,
         raise BertJaxError(f"{out_dir}: exists and is not a directory")
     paths = resolve_files(files)
     for path in paths:  # the Rust reader would fail on bad bytes without naming the file
-        read_text(path)
+        check_text(path)  # a block at a time: the trainer itself streams the lines
     tokenizer = _bert_tokenizer(models.WordPiece(unk_token="[UNK]",
                                                  continuing_subword_prefix=CONTINUATION_PREFIX),
                                 lowercase)
@@ -174,6 +175,10 @@ def encode_batch(tokenizer: Tokenizer, texts: Sequence[str],
         raise BertJaxError(f"max_length: too small for [CLS]/[SEP] tokens, got {max_length!r}")
     old_truncation, old_padding = tokenizer.truncation, tokenizer.padding
     try:  # set per call and restored: the Tokenizer object is shared, its settings are global
+        if max_length is not None:  # memory follows max_length, not the longest field
+            tokenizer.no_truncation()
+            tokenizer.no_padding()
+            texts, pairs = long_texts.cut_texts(tokenizer, texts, pairs, max_length)
         if max_length is None:
             tokenizer.no_truncation()
         else:
@@ -200,6 +205,13 @@ def count_longer(tokenizer: Tokenizer, texts: Sequence[str],
                  pairs: Optional[Sequence[str]] = None, max_length: int = 512) -> int:
     """How many texts (with their pairs) have more than `max_length` tokens, [CLS] and [SEP]s
     included: the ones encode_batch truncates, for a warning that counts them."""
+    old_truncation, old_padding = tokenizer.truncation, tokenizer.padding
+    try:  # a cut text keeps more than max_length tokens: it still counts as longer
+        tokenizer.no_truncation()
+        tokenizer.no_padding()
+        texts, pairs = long_texts.cut_texts(tokenizer, texts, pairs, max_length)
+    finally:
+        _restore(tokenizer, old_truncation, old_padding)
     ids = encode_batch(tokenizer, texts, pairs, None)["input_ids"]
     return sum(len(row) > max_length for row in ids)
 

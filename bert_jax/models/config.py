@@ -11,6 +11,7 @@ import json
 import os
 from typing import Any, Optional
 
+from bert_jax import json_limits
 from bert_jax.errors import BertJaxError
 
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish", "tanh")
@@ -26,6 +27,9 @@ PRESETS = {
 }
 
 # config.json fields that only steer Hugging Face's runtime; reading them is harmless.
+# num_labels names its labels LABEL_0 …: a crafted 10**9 would build 10**9 names before any
+# weight is read. A real label set this large comes with its names (id2label, bounded by the file).
+MAX_LABELS = 100_000
 # transformers' values of config.problem_type (None: inferred from num_labels and the labels)
 PROBLEM_TYPES = (None, "regression", "single_label_classification",
                  "multi_label_classification")
@@ -158,6 +162,9 @@ class BertConfig:
             fields["id2label"] = _labels_from_json(d["id2label"], source)
         elif "num_labels" in d:
             _check_int("num_labels", d["num_labels"], minimum=1, source=source)
+            if d["num_labels"] > MAX_LABELS:  # each label gets a name here, before any weight
+                raise BertJaxError(f"{source}: num_labels: {d['num_labels']} is more than "
+                                   f"{MAX_LABELS:,}; give the label names as id2label")
             fields["id2label"] = tuple(f"LABEL_{i}" for i in range(d["num_labels"]))
         try:
             return cls(**fields)
@@ -178,7 +185,7 @@ class BertConfig:
             raise BertJaxError(f"{path}: config file not found")
         try:
             with open(path, encoding="utf-8") as f:
-                d = json.load(f)
+                d = json_limits.loads(f.read(), path)
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise BertJaxError(f"{path}: not valid JSON ({e})") from None
         return cls.from_dict(d, source=path)

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import logging
 import os
+import tempfile
 from typing import TYPE_CHECKING, Optional, Sequence
 
 import numpy as np
 
 from bert_jax.data import text_files
+from bert_jax import json_limits
 from bert_jax.errors import BertJaxError
 
 if TYPE_CHECKING:
@@ -40,14 +42,15 @@ def read_table(path: str) -> datasets.Dataset:
         if os.path.getsize(path) == 0:
             raise BertJaxError(f"{path}: empty file")
         if ext != ".parquet":
-            text_files.read_utf8(path)  # pandas' decode error names no file and no offset
+            _check_text(path, builder)
         quiet = datasets.utils.are_progress_bars_disabled()
         verbosity = datasets.logging.get_verbosity()
         datasets.disable_progress_bars()  # one small local file: no "Generating split" bars
         datasets.logging.set_verbosity(logging.CRITICAL)  # its parse errors come back below
-        try:
-            table = datasets.load_dataset(builder, data_files={"rows": path}, split="rows",
-                                          **options)
+        try:  # prepared in a private cache, removed at once: no copy left in ~/.cache
+            with tempfile.TemporaryDirectory(prefix="bert_jax-table-") as cache:
+                table = datasets.load_dataset(builder, data_files={"rows": path}, split="rows",
+                                              cache_dir=cache, keep_in_memory=True, **options)
         except Exception as e:  # pandas / arrow parse errors of many kinds
             if "corresponds to no data" in str(e):  # a header and no rows
                 raise BertJaxError(f"{path}: no rows") from None
@@ -63,6 +66,14 @@ def read_table(path: str) -> datasets.Dataset:
     if len(table) == 0:
         raise BertJaxError(f"{path}: no rows")
     return table
+
+
+def _check_text(path: str, builder: str) -> None:
+    """Refuses what the parsers report badly: pandas' decode error names no file and no offset,
+    and pyarrow segfaults on JSON nested thousands deep."""
+    text = text_files.read_utf8(path)
+    if builder == "json":
+        json_limits.check_depth(text, path)
 
 
 def _root_cause(error: BaseException) -> str:

@@ -38,8 +38,9 @@ from bert_jax.training.finetune_config import FinetuneConfig, optimizer_settings
 log = logging.getLogger("bert_jax")
 
 
-def finetune(cfg: FinetuneConfig, workdir: str) -> run.JobResult:
-    """Fine-tune for cfg.epochs; the result's metrics are metrics.json's content."""
+def finetune(cfg: FinetuneConfig, workdir: str, on_start=None) -> run.JobResult:
+    """Fine-tune for cfg.epochs; the result's metrics are metrics.json's content. `on_start()` is
+    called once the inputs are checked and training begins."""
     cfg = finetune_config.validate(cfg)  # also when called from Python, not the CLI
     main = jax.process_index() == 0
     for name in ("batch_size", "eval_batch_size"):
@@ -83,7 +84,7 @@ def finetune(cfg: FinetuneConfig, workdir: str) -> run.JobResult:
             rng.init_key(cfg.seed)))
         init_params = initial_params.reinit_top(init_params, fresh, cfg.reinit_layers, cfg.init)
     with run.run_context(workdir, cfg.seed, cfg.keep_checkpoints, cfg.checkpoint_every,
-                         cfg.checkpoint_dir) as ctx:
+                         cfg.checkpoint_dir, on_start) as ctx:
         state = run.init_state(ctx, model, optim.make_optimizer(settings, schedule),
                                seq_len=cfg.max_seq_length, seed=cfg.seed,
                                pretrained=init_params, source=cfg.init,

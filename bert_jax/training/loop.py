@@ -154,8 +154,10 @@ def _check_finite(fetched: list, step: int, checkpointer, on_nonfinite: str,
             skipped_run = 0
             continue
         skipped_run += 1
-        where = (f"resume from the last checkpoint, step {checkpointer.latest_step()} in "
-                 f"{checkpointer.directory}")
+        latest = checkpointer.latest_step()
+        where = (f"resume from the last checkpoint, step {latest} in {checkpointer.directory}"
+                 if latest is not None else
+                 f"no checkpoint is complete yet in {checkpointer.directory}: start again")
         if on_nonfinite == "stop":
             raise BertJaxError(
                 f"step {first + i}: loss or gradient is NaN/Inf (update skipped); {where}, with "

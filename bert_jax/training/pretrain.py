@@ -33,9 +33,9 @@ from bert_jax.training import (initial_params, loop, losses, optim, pretrain_con
 log = logging.getLogger("bert_jax")
 
 
-def pretrain(cfg: pretrain_config.PretrainConfig, workdir: str) -> run.JobResult:
+def pretrain(cfg: pretrain_config.PretrainConfig, workdir: str, on_start=None) -> run.JobResult:
     """Pretrain to cfg.steps (or the time budget); the result's metrics are the final held-out
-    ones."""
+    ones. `on_start()` is called once the inputs are checked and training begins."""
     cfg = pretrain_config.validate(cfg)  # also when called from Python, not the CLI
     sharding.check_batch_size(cfg.batch_size, cfg.grad_accum_steps)  # before any slow work
     pretrained = check_inputs(cfg, workdir)  # init_from's params, read once (None: none)
@@ -57,7 +57,7 @@ def pretrain(cfg: pretrain_config.PretrainConfig, workdir: str) -> run.JobResult
     spec = masking_spec(cfg, tok)
     lookup = jnp.asarray(tokenizer.continuation_lookup(tok)) if cfg.whole_word_masking else None
     with run.run_context(workdir, cfg.seed, cfg.keep_checkpoints, cfg.checkpoint_every,
-                         cfg.checkpoint_dir) as ctx:
+                         cfg.checkpoint_dir, on_start) as ctx:
         state = run.init_state(ctx, model, optim.make_optimizer(cfg, schedule),
                                seq_len=cfg.max_seq_length, seed=cfg.seed,
                                pretrained=pretrained, source=cfg.init_from,

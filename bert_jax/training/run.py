@@ -61,16 +61,19 @@ class RunContext:
 
 @contextlib.contextmanager
 def run_context(workdir: str, seed: int, keep_checkpoints: int, checkpoint_every: int,
-                checkpoint_dir: str = ""):
+                checkpoint_dir: str = "", on_start: Optional[Callable[[], None]] = None):
     """A RunContext for `workdir` (checkpoints in `checkpoint_dir`, default WORKDIR/checkpoints;
     with several processes, a directory they all share); its checkpointer finishes pending
-    saves and its writer closes on the way out, whatever happened."""
+    saves and its writer closes on the way out, whatever happened. `on_start()` is called when
+    the checks are done and training begins: what fails after it is no bad input."""
     mesh = sharding.make_mesh()
     is_main = jax.process_index() == 0
     checkpointer = Checkpointer(workdir, keep_checkpoints, checkpoint_every, checkpoint_dir)
     multihost.check_shared_directory(checkpointer.directory)
     multihost.note_step(None, checkpointer.directory)
     writer = MetricWriter(workdir, enabled=is_main)
+    if on_start is not None:
+        on_start()
     try:
         with StopRequest() as stop:
             yield RunContext(workdir, mesh, writer, checkpointer, stop,

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
+from bert_jax import json_limits
 from bert_jax.data import text_files
 from bert_jax.data.tokenizer import _restore
 from bert_jax.errors import BertJaxError
@@ -24,7 +25,9 @@ if TYPE_CHECKING:
     import datasets
 
 COLUMNS = ("id", "question", "context", "answers")
-_ENCODE_CHUNK = 1000  # examples per encode_batch call: bounds the Encoding objects alive at once
+# windows per encode_batch call (whole examples, at least one): bounds the Encoding objects alive
+# at once, however many windows a long context makes
+_ENCODE_WINDOWS = 1000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +50,7 @@ def read_examples(path: str) -> list[QAExample]:
         raise BertJaxError(f"{path}: file not found")
     if path.lower().endswith(".json"):
         try:
-            data = json.loads(text_files.read_utf8(path))
+            data = json_limits.loads(text_files.read_utf8(path), path)
         except json.JSONDecodeError as e:
             raise BertJaxError(f"{path}: not valid JSON ({e})") from None
         if isinstance(data, dict) and "data" in data:
@@ -128,7 +131,7 @@ def _answers(value, place: str) -> tuple[tuple[str, ...], tuple[int, ...]]:
     (SQuAD), or either as a JSON string (csv cells)."""
     if isinstance(value, str):
         try:
-            value = json.loads(value)
+            value = json_limits.loads(value, place)
         except json.JSONDecodeError:
             raise BertJaxError(f"{place}: answers is not JSON ({value[:40]!r})") from None
     if isinstance(value, list):
@@ -213,14 +216,14 @@ def features(tok, examples: Sequence[QAExample], max_length: int, doc_stride: in
     try:  # set per call and restored: the Tokenizer object is shared, its settings are global
         tok.no_truncation()
         tok.no_padding()
-        _check_lengths(tok, examples, max_length, doc_stride, tok.num_special_tokens_to_add(True),
-                       where)
+        windows = _check_lengths(tok, examples, max_length, doc_stride,
+                                 tok.num_special_tokens_to_add(True), where)
         tok.enable_truncation(max_length, stride=doc_stride, strategy="only_second",
                               direction="right")
         tok.enable_padding(direction="right", pad_id=tok.token_to_id("[PAD]"), pad_type_id=0,
                            pad_token="[PAD]", length=max_length)
-        for lo in range(0, len(examples), _ENCODE_CHUNK):
-            chunk = examples[lo:lo + _ENCODE_CHUNK]
+        for lo, hi in _chunks(windows, _ENCODE_WINDOWS):
+            chunk = examples[lo:hi]
             encodings = tok.encode_batch([(ex.question, ex.context) for ex in chunk])
             # transformers' order: each example's first window, then its overflows
             parts.append(_arrays([(lo + i, w) for i, enc in enumerate(encodings)
@@ -251,11 +254,23 @@ def _arrays(windows: list, max_length: int) -> dict[str, np.ndarray]:
     return out
 
 
+def _chunks(windows: list[int], size: int):
+    """(lo, hi) runs of examples with about `size` windows each (at least one example)."""
+    lo, count = 0, 0
+    for i, n in enumerate(windows):
+        count += n
+        if count >= size:
+            yield lo, i + 1
+            lo, count = i + 1, 0
+    if lo < len(windows):
+        yield lo, len(windows)
+
+
 def _check_lengths(tok, examples, max_length: int, doc_stride: int, special: int,
-                   where: str) -> None:
+                   where: str) -> list[int]:
     """Refuse before the Rust tokenizer does: on a stride ≥ the context room it panics (a
     PanicException, which `except Exception` misses), on a question with no room it errors
-    without naming the example."""
+    without naming the example. Returns each example's number of windows."""
     questions = tok.encode_batch([ex.question for ex in examples], add_special_tokens=False)
     contexts = {}
     for ex in examples:
@@ -263,6 +278,7 @@ def _check_lengths(tok, examples, max_length: int, doc_stride: int, special: int
     unique = list(contexts)
     for c, enc in zip(unique, tok.encode_batch(unique, add_special_tokens=False)):
         contexts[c] = len(enc.ids)
+    windows = []
     for ex, q in zip(examples, questions):
         room = max_length - len(q.ids) - special  # context tokens per window
         if room < 1:
@@ -273,6 +289,9 @@ def _check_lengths(tok, examples, max_length: int, doc_stride: int, special: int
                                f"tokens a window of max_length {max_length} leaves beside "
                                f"question {ex.id!r} of {where} ({len(q.ids)} tokens), or "
                                f"windows cannot advance")
+        beyond = contexts[ex.context] - room  # tokens past the first window, a stride apart
+        windows.append(1 if beyond <= 0 else 1 + -(-beyond // (room - doc_stride)))
+    return windows
 
 
 def _positions(out: dict, examples) -> tuple[np.ndarray, np.ndarray]:
