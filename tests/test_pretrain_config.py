@@ -87,11 +87,16 @@ def test_the_default_run_uses_the_bundled_vocabulary_of_its_corpus():
     repeats exactly."""
     import os
 
+    from bert_jax import resources
     from bert_jax.data import tokenizer
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     cfg = pretrain_config.load_config(os.path.join(root, "configs", "pretrain_tiny.py"))
-    assert cfg.vocab == "data/austen/vocab" and cfg.train_files == "data/austen/*.txt"
-    tok = tokenizer.load(os.path.join(root, cfg.vocab))
+    # inside the package, whatever the working directory; named as saved runs name them
+    assert cfg.vocab == os.path.join(resources.BUNDLED, "austen", "vocab")
+    assert cfg.train_files == os.path.join(resources.BUNDLED, "austen", "*.txt")
+    assert (resources.portable(cfg.vocab), resources.portable(cfg.train_files)) == (
+        "data/austen/vocab", "data/austen/*.txt")
+    tok = tokenizer.load(cfg.vocab)
     assert tok.get_vocab_size(with_added_tokens=True) == cfg.vocab_size == 8192
     ids = tok.encode("Emma Woodhouse, handsome, clever, and rich").ids
     assert [tok.id_to_token(i) for i in ids] == [

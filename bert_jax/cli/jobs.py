@@ -8,6 +8,7 @@ import os
 import shutil
 import sys
 
+from bert_jax import resources
 from bert_jax.cli import flags
 from bert_jax.errors import BertJaxError
 from bert_jax.tasks import DEFAULT, TASKS  # imports no JAX or datasets: --help stays fast
@@ -18,7 +19,9 @@ def add_parsers(sub) -> None:
                        description="Overrides: --config.FIELD=VALUE (see "
                                    "bert_jax/training/pretrain_config.py)")
     flags.add_common(p)
-    p.add_argument("--config", default="configs/pretrain_tiny.py", help="Python config file")
+    p.add_argument("--config", default=None,
+                   help="a bundled config's name (tiny, base, base_phase2, or a file stem such as "
+                        "pretrain_tiny) or a Python config file; default tiny")
     p.add_argument("--workdir", default=None, help="run directory (default runs/<config name>)")
     flags.add_multihost(p)
     p.set_defaults(run=pretrain)
@@ -31,7 +34,9 @@ def add_parsers(sub) -> None:
                     "finish writes DIR/manifest.json, then pretrain with "
                     "--config.train_files=DIR. Overrides: --config.FIELD=VALUE.")
     flags.add_common(p)
-    p.add_argument("--config", default="configs/pretrain_tiny.py", help="Python config file")
+    p.add_argument("--config", default=None,
+                   help="a bundled config's name (tiny, base, base_phase2, or a file stem such as "
+                        "pretrain_tiny) or a Python config file; default tiny")
     p.add_argument("--out", required=True, help="the prepared set's directory")
     p.add_argument("--shard", type=int, default=0, help="this job's shard, 0 … N-1")
     p.add_argument("--num-shards", type=int, default=1, help="N, the number of jobs")
@@ -45,7 +50,9 @@ def add_parsers(sub) -> None:
         description="Flags override the --config file; --config.FIELD=VALUE any field (see "
                     "bert_jax/training/finetune_config.py)")
     flags.add_common(p)
-    p.add_argument("--config", default=None, help="Python config file (configs/finetune_*.py)")
+    p.add_argument("--config", default=None,
+                   help="a bundled config's name (finetune_fine_foods, finetune_squad, …) or a "
+                        "Python config file")
     p.add_argument("--task", default=None, choices=tuple(TASKS),
                    help=f"default {DEFAULT}; " + "; ".join(
                        f"{name}: {task.about}" for name, task in TASKS.items()))
@@ -120,8 +127,9 @@ def pretrain(args) -> int:
     from bert_jax.training.pretrain import pretrain as run_pretraining
     from bert_jax.training.pretrain import summary
     flags.initialize_distributed(args)
-    cfg = pretrain_config.load_config(args.config, args.overrides)
-    name = os.path.splitext(os.path.basename(args.config))[0].removeprefix("pretrain_")
+    config = config_file(args.config, "pretrain_tiny")
+    cfg = pretrain_config.load_config(config, args.overrides)
+    name = os.path.splitext(os.path.basename(config))[0].removeprefix("pretrain_")
     workdir = args.workdir or os.path.join("runs", name)
     with _removed_on_bad_input(workdir, cfg.checkpoint_dir):
         result, code = _run_job("pretrain", lambda: run_pretraining(cfg, workdir))
@@ -136,7 +144,7 @@ def pretrain(args) -> int:
 def prepare(args) -> int:
     from bert_jax.data import tokenizer
     from bert_jax.training import pretrain_config, pretrain_corpus
-    cfg = pretrain_config.load_config(args.config, args.overrides)
+    cfg = pretrain_config.load_config(config_file(args.config, "pretrain_tiny"), args.overrides)
     if args.workers is not None:
         cfg = cfg.replace(prepare_workers=args.workers)
     if not cfg.vocab:
@@ -164,8 +172,9 @@ def finetune(args) -> int:
     if args.dataset and len(args.dataset) > 2:
         raise BertJaxError(f"--dataset: expected NAME [CONFIG], got {' '.join(args.dataset)}")
     dataset, dataset_config = (list(args.dataset) + [None])[:2] if args.dataset else (None, None)
+    config = config_file(args.config, "")
     cfg = finetune_config.load_config(
-        args.config or "", args.overrides, init=args.init, dataset=dataset,
+        config, args.overrides, init=args.init, dataset=dataset,
         dataset_config=dataset_config, train_file=args.train,
         validation_file=args.validation, test_file=args.test, text_column=args.text_column,
         text_pair_column=args.text_pair_column, label_column=args.label_column,
@@ -174,7 +183,7 @@ def finetune(args) -> int:
         tokens_column=args.tokens_column, tags_column=args.tags_column,
         doc_stride=args.doc_stride, max_answer_length=args.max_answer_length,
         version_2_with_negative=args.version_2_with_negative)
-    workdir = args.workdir or finetune_workdir(cfg, args.config)
+    workdir = args.workdir or finetune_workdir(cfg, config)
     with _removed_on_bad_input(workdir, cfg.checkpoint_dir):
         result, code = _run_job("finetune", lambda: run_finetuning(cfg, workdir))
     if code:
@@ -188,6 +197,14 @@ def finetune(args) -> int:
     print(f"best model: {result.model} (bert_jax), {result.export} (Hugging Face); scores in "
           f"{os.path.join(workdir, paths.RESULT)}{extra}")
     return 0
+
+
+def config_file(given, default: str) -> str:
+    """The config file of --config (a path, or a bundled config's name or alias), or the bundled
+    `default` when none is given: never a file of the current directory that was not named."""
+    if given is None:
+        return os.path.join(resources.CONFIGS, f"{default}.py") if default else ""
+    return resources.config_path(given)
 
 
 def finetune_workdir(cfg, config_path: str = "") -> str:

@@ -12,6 +12,7 @@ import math
 import typing
 from typing import Optional
 
+from bert_jax import resources
 from bert_jax.data.pretraining_batches import OBJECTIVES
 from bert_jax.errors import BertJaxError
 from bert_jax.training.config_files import (NONFINITE_POLICIES, apply_overrides, check_fields,
@@ -40,7 +41,7 @@ class PretrainConfig:
     mimetic_heads: int = 0  # of each layer's heads, the first this many start mimetic (0: all)
     mimetic_layers: int = 0  # of the layers, the first this many start mimetic (0: all)
     # data
-    train_files: str = "data/austen/*.txt"  # glob of UTF-8 text files, one document per file
+    train_files: str = resources.bundled("austen/*.txt")  # glob of UTF-8 text files, one document per file
     documents: str = "file"  # "file": one document a file; "blank_line": split at blank lines
     sentence_per_line: bool = False  # text files hold one sentence a line (the original's format)
     text_field: str = "text"  # the text field of jsonl / parquet files and of train_dataset
