@@ -155,6 +155,8 @@ def main(argv=None) -> int:
         json.dump({"pretrained": args.pretrained, "seeds": seeds, "recipe": [*RECIPE, *overrides],
                    **({"redraw": args.redraw} if "redrawn" in arms else {}),
                    "runs": runs, "table": table}, f, indent=1)
+    from bert_jax.runtime import environment
+    environment.write_beside(os.path.join(args.out, "pays.json"))  # the machine behind it
     return 0
 
 
