@@ -26,8 +26,9 @@ from bert_jax.errors import BertJaxError
 from bert_jax.models import BertConfig, BertForPreTraining
 from bert_jax.runtime import multihost, rng, sharding
 from bert_jax.runtime.metric_writer import parameter_table
-from bert_jax.training import (initial_params, loop, losses, optim, pretrain_config,
-                               pretrain_corpus, run, run_record, steps, time_budget)
+from bert_jax.training import (initial_params, loop, losses, model_card, optim,
+                               pretrain_config, pretrain_corpus, run, run_record, steps,
+                               time_budget)
 
 log = logging.getLogger("bert_jax")
 
@@ -104,6 +105,8 @@ def pretrain(cfg: pretrain_config.PretrainConfig, workdir: str) -> run.JobResult
         ctx.checkpointer.wait()
         if main:
             _export(workdir, config, state)
+            model_card.write_pretrain_card(os.path.join(workdir, paths.EXPORT), cfg, workdir,
+                                           step)
     return run.JobResult(workdir, step, final, workdir, os.path.join(workdir, paths.EXPORT),
                          ctx.checkpointer.directory)
 
