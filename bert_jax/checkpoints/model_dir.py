@@ -13,7 +13,7 @@ from typing import Optional
 import jax
 import numpy as np
 
-from bert_jax.checkpoints import paths
+from bert_jax.checkpoints import hub, paths
 from bert_jax.checkpoints.atomic import atomic_directory
 from bert_jax.checkpoints.huggingface import (copy_vocab_files, load_hf, named_architecture,
                                               to_state_dict)
@@ -61,10 +61,12 @@ def load_model_dir(path: str) -> tuple[BertConfig, dict]:
 
 def load_pretrained(path: str) -> tuple[BertConfig, dict]:
     """(config, params) from our model directory, a pretraining workdir (its latest checkpoint),
-    a fine-tuning workdir (its best epoch) or a Hugging Face BERT directory.
+    a fine-tuning workdir (its best epoch) or a Hugging Face BERT directory; or a Hub id
+    `org/name[@revision]` naming one (checkpoints/hub.py; a local path wins).
 
     params["bert"] always holds the BertModel parameters; heads sit under their own keys.
     """
+    path = hub.local_model(path)
     found = paths.require_kind(path)
     if found == paths.PRETRAIN_WORKDIR:
         config = BertConfig.from_json_file(os.path.join(path, paths.CONFIG))

@@ -24,7 +24,8 @@ def add_parsers(sub) -> None:
                     "finished runs and resumes a killed one.")
     flags.add_common(p)
     p.add_argument("--init", required=True,
-                   help="our model dir, a pretraining workdir or a Hugging Face BERT dir")
+                   help="our model dir, a pretraining workdir, a Hugging Face BERT dir or a Hub "
+                        "id org/name[@revision]")
     p.add_argument("--workdir", required=True, help="where the runs, the table and the "
                                                     "submission files go")
     p.add_argument("--data-dir", default="",

@@ -57,7 +57,8 @@ def add_parsers(sub) -> None:
                    help=f"default {DEFAULT}; " + "; ".join(
                        f"{name}: {task.about}" for name, task in TASKS.items()))
     p.add_argument("--init", default=None,
-                   help="our model dir, a pretraining workdir or a Hugging Face BERT dir")
+                   help="our model dir, a pretraining workdir, a Hugging Face BERT dir or a Hub "
+                        "id org/name[@revision]")
     p.add_argument("--dataset", nargs="+", metavar=("NAME", "CONFIG"), default=None,
                    help="a `datasets` hub dataset and its configuration, e.g. glue sst2")
     p.add_argument("--train", default=None, help="csv / tsv / json / jsonl / parquet file")

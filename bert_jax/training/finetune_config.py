@@ -24,7 +24,8 @@ class FinetuneConfig:
 
     task: str = DEFAULT  # a name in bert_jax.tasks.TASKS (`bert-jax finetune --help` lists them)
     # model
-    init: str = ""  # our model dir, a pretraining workdir or a Hugging Face dir (required)
+    init: str = ""  # our model dir, a pretraining workdir, a Hugging Face dir or a Hub id
+    #   org/name[@revision] (required; a local path wins)
     dtype: str = "float32"  # computation dtype: float32 | bfloat16 (params stay float32)
     remat: bool = False  # recompute each layer in the backward pass: less memory, ~1/3 more time
     dropout: Optional[float] = None  # hidden and attention dropout while fine-tuning; None

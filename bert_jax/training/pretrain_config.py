@@ -28,7 +28,8 @@ class PretrainConfig:
 
     # model and initialisation
     model: str = "tiny"  # a BertConfig preset (tiny … large) or a path to a config.json
-    init_from: str = ""  # model dir, HF dir or pretraining workdir to start from ("" = scratch)
+    init_from: str = ""  # model dir, HF dir, pretraining workdir or Hub id org/name[@revision]
+    #   to start from ("" = scratch; a local path wins)
     dtype: str = "float32"  # computation dtype: float32 | bfloat16 (params stay float32)
     remat: bool = False  # recompute each layer in the backward pass: less memory, more time
     dropout: Optional[float] = None  # hidden and attention dropout; None keeps the model's (0.1)
