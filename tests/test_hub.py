@@ -92,3 +92,63 @@ def test_commands_take_an_id(cache, tmp_path, monkeypatch, capfd):
     err = capfd.readouterr().err.strip()
     assert err.startswith("bert-jax fill-mask: error: runs/x: no such local path, and the Hub "
                           "model runs/x is not in the Hub cache ") and "\n" not in err
+
+
+# -- hub datasets pinned by revision: name@revision ------------------------------------------
+
+def test_a_dataset_name_splits_off_its_revision(tmp_path):
+    from bert_jax.data.hub_datasets import split_revision
+    assert split_revision("nyu-mll/glue@v1.2") == ("nyu-mll/glue", "v1.2")
+    assert split_revision(f"glue@{COMMITS['v1']}") == ("glue", COMMITS["v1"])
+    assert split_revision("nyu-mll/glue") == ("nyu-mll/glue", None)
+    local = tmp_path / "me@home"
+    local.mkdir()
+    assert split_revision(str(local)) == (str(local), None)  # a local path is never split
+
+
+@pytest.fixture
+def loads(monkeypatch):
+    """datasets.load_dataset's calls (a patched call: the Hub is not reachable from tests)."""
+    import datasets
+    calls = []
+
+    def load_dataset(*args, **kwargs):
+        calls.append((args, kwargs))
+        rows = datasets.Dataset.from_dict({"text": ["a b. c d."], "label": [0]})
+        return rows if "split" in kwargs else {"train": rows}
+    monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+    return calls
+
+
+def test_every_hub_dataset_reader_passes_the_revision(loads):
+    from bert_jax.data import text_sources
+    from bert_jax.tasks import tables
+    tables.load_splits("org/reviews@v2", "small", {"train": ""})
+    source, = text_sources.list_sources(None, dataset="org/books@v3", dataset_config="en")
+    list(text_sources._dataset_records(source, "text", 0, 1))
+    assert loads == [(("org/reviews", "small"), {"revision": "v2"}),
+                     (("org/books", "en"), {"split": "train", "streaming": True,
+                                            "revision": "v3"})]
+
+
+def test_the_data_caches_are_keyed_on_the_revision():
+    """Prepared pretraining data and GLUE's data/<task> are keyed on the pinned revision: a
+    pinned run never reuses rows read at another revision."""
+    from bert_jax import resources
+    from bert_jax.data import text_sources, tokenizer
+    from bert_jax.training import glue_data, pretrain_config, pretrain_corpus
+    tok = tokenizer.load(resources.bundled("austen/vocab"))
+    cfg = pretrain_config.PretrainConfig()
+    keys = {pretrain_corpus._cache_key(cfg, text_sources.list_sources(None, dataset=name), tok)
+            for name in ("org/books", "org/books@v1", "org/books@v2")}
+    assert len(keys) == 3
+    assert len({glue_data.source_of("", hub) for hub in (
+        "nyu-mll/glue", "nyu-mll/glue@v1", "nyu-mll/glue@v2")}) == 3
+
+
+def test_a_pinned_dataset_keeps_the_default_workdir_name():
+    from bert_jax.cli.jobs import finetune_workdir
+    from bert_jax.training.finetune_config import FinetuneConfig
+    names = {finetune_workdir(FinetuneConfig(init="m", dataset=name, dataset_config="sst2"))
+             for name in ("nyu-mll/glue", "nyu-mll/glue@v1")}
+    assert names == {os.path.join("runs", "sequence-classification-glue-sst2")}

@@ -31,8 +31,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--data-dir", default="",
                    help="a folder in the GLUE download's layout (CoLA/, SST-2/, …, MNLI/, "
                         "diagnostic/); default: the hub's nyu-mll/glue")
-    p.add_argument("--hub-dataset", default=None, help="a hub dataset in nyu-mll/glue's layout "
-                                                       "(default nyu-mll/glue)")
+    p.add_argument("--hub-dataset", default=None,
+                   help="a hub dataset in nyu-mll/glue's layout (default nyu-mll/glue; "
+                        "NAME@REVISION pins a revision)")
     p.add_argument("--tasks", default="", help="comma-separated, e.g. rte,mrpc,sts-b (default: "
                                                "all nine)")
     p.add_argument("--learning-rates", default=PAPER_RATES,

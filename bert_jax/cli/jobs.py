@@ -10,6 +10,7 @@ import sys
 
 from bert_jax import resources
 from bert_jax.cli import flags
+from bert_jax.data import hub_datasets
 from bert_jax.errors import BertJaxError
 from bert_jax.tasks import DEFAULT, TASKS  # imports no JAX or datasets: --help stays fast
 
@@ -60,7 +61,8 @@ def add_parsers(sub) -> None:
                    help="our model dir, a pretraining workdir, a Hugging Face BERT dir or a Hub "
                         "id org/name[@revision]")
     p.add_argument("--dataset", nargs="+", metavar=("NAME", "CONFIG"), default=None,
-                   help="a `datasets` hub dataset and its configuration, e.g. glue sst2")
+                   help="a `datasets` hub dataset and its configuration, e.g. glue sst2; "
+                        "NAME@REVISION pins a revision (nyu-mll/glue@<commit> sst2)")
     p.add_argument("--train", default=None, help="csv / tsv / json / jsonl / parquet file")
     p.add_argument("--validation", default=None, help="scored every epoch; picks the best")
     p.add_argument("--test", default=None, help="scored once with the best model")
@@ -216,8 +218,8 @@ def finetune_workdir(cfg, config_path: str = "") -> str:
         name = os.path.splitext(os.path.basename(config_path))[0].removeprefix("finetune_")
         return os.path.join("runs", name)
     if cfg.dataset:
-        data = "-".join(filter(None, (cfg.dataset.rstrip("/").split("/")[-1],
-                                      cfg.dataset_config)))
+        name, _ = hub_datasets.split_revision(cfg.dataset)  # a pin does not rename the run
+        data = "-".join(filter(None, (name.rstrip("/").split("/")[-1], cfg.dataset_config)))
     else:
         train = os.path.abspath(cfg.train_file)
         data = os.path.basename(os.path.dirname(train)) or os.path.splitext(

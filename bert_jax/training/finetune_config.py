@@ -36,7 +36,7 @@ class FinetuneConfig:
     #   bench/RESULTS.md) | truncated_normal (at 2σ, google-research/bert's; 0.88σ rms);
     #   a head the init checkpoint already has is kept as is
     # data: a hub dataset, or local files (csv, tsv, json, jsonl, parquet)
-    dataset: str = ""  # `datasets` hub name, e.g. "glue" ("" = local files)
+    dataset: str = ""  # `datasets` hub name, e.g. "glue", "name@revision" pinned ("" = local files)
     dataset_config: str = ""  # its configuration, e.g. "sst2"
     train_file: str = ""
     validation_file: str = ""

@@ -153,7 +153,8 @@ def _run(s: GlueSettings, task: GlueTask, lr: float, seed: int, data: dict, work
     model_card.write_finetune_card(
         os.path.join(directory, paths.EXPORT), finetune_config(s, task, lr, seed, data),
         directory, {"validation": found, "best_epoch": record["best_epoch"]},
-        "BertForSequenceClassification", tuple(found), dataset=(s.hub if not s.data_dir else "", task.name))
+        "BertForSequenceClassification", tuple(found),
+        dataset=(s.hub if not s.data_dir else "", task.name))
     atomic.write_json(done, record)
     shutil.rmtree(os.path.join(directory, paths.CHECKPOINTS), ignore_errors=True)
     say(f"{name}: {table.scores_line(task, found)} ({_minutes(time.time() - started)})")

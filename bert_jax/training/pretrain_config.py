@@ -42,11 +42,12 @@ class PretrainConfig:
     mimetic_heads: int = 0  # of each layer's heads, the first this many start mimetic (0: all)
     mimetic_layers: int = 0  # of the layers, the first this many start mimetic (0: all)
     # data
-    train_files: str = resources.bundled("austen/*.txt")  # glob of UTF-8 text files, one document per file
+    train_files: str = resources.bundled("austen/*.txt")  # UTF-8 text files, one document each
     documents: str = "file"  # "file": one document a file; "blank_line": split at blank lines
     sentence_per_line: bool = False  # text files hold one sentence a line (the original's format)
     text_field: str = "text"  # the text field of jsonl / parquet files and of train_dataset
-    train_dataset: str = ""  # a `datasets` hub name or local dir, streamed instead of train_files
+    train_dataset: str = ""  # a `datasets` hub name (name@revision pins one) or local dir,
+    #   streamed instead of train_files
     train_dataset_config: str = ""  # train_dataset's configuration name ("" = its default)
     train_dataset_split: str = "train"  # train_dataset's split
     prepare_workers: int = 0  # tokenising worker processes for data preparation (0 = CPU count)
