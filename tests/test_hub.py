@@ -152,3 +152,24 @@ def test_a_pinned_dataset_keeps_the_default_workdir_name():
     names = {finetune_workdir(FinetuneConfig(init="m", dataset=name, dataset_config="sst2"))
              for name in ("nyu-mll/glue", "nyu-mll/glue@v1")}
     assert names == {os.path.join("runs", "sequence-classification-glue-sst2")}
+
+
+def test_a_model_card_names_the_hub_model_and_dataset_it_came_from(tmp_path, monkeypatch):
+    """base_model and datasets are Hub ids (revision dropped, as the Hub reads them); a local
+    start or local data names none."""
+    from huggingface_hub import ModelCard
+    from bert_jax.training import model_card
+    from bert_jax.training.finetune_config import FinetuneConfig
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "local").mkdir()
+    result = {"validation": {"accuracy": 0.75}, "best_epoch": 1}
+    for init, dataset, base, datasets in (
+            ("org/tiny@v1", "nyu-mll/glue@v2", "org/tiny", ["nyu-mll/glue"]),
+            ("local", "", None, None)):
+        cfg = FinetuneConfig(init=init, dataset=dataset, dataset_config="sst2",
+                             train_file="train.csv")
+        path = model_card.write_finetune_card(str(tmp_path), cfg, str(tmp_path / "w"), result,
+                                              "BertForSequenceClassification", ("accuracy",))
+        card = ModelCard.load(path)
+        assert (card.data.base_model, card.data.datasets) == (base, datasets)
+        assert [r.metric_value for r in card.data.eval_results] == [0.75]

@@ -7,10 +7,10 @@ and how to load it. Written with huggingface_hub's own card classes, so the Hub 
 from __future__ import annotations
 
 import os
-import re
 
 from bert_jax import resources
-from bert_jax.checkpoints import atomic
+from bert_jax.checkpoints import atomic, hub
+from bert_jax.data import hub_datasets
 from bert_jax.runtime import environment, metric_writer
 
 FILE = "README.md"
@@ -19,7 +19,6 @@ TAGS = ["bert_jax", "jax", "flax", "bert"]
 PIPELINES = {"sequence-classification": "text-classification",
              "regression": "text-classification", "question-answering": "question-answering",
              "token-classification": "token-classification"}
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 # what a reader needs of a pretraining config to know what was trained
 PRETRAIN_FIELDS = ("model", "objective", "max_seq_length", "batch_size", "learning_rate",
                    "warmup_steps", "optimizer", "time_budget_minutes", "dtype", "seed")
@@ -38,12 +37,12 @@ def write_pretrain_card(export: str, cfg, workdir: str, step: int) -> str:
                ("perplexity", "held-out MLM perplexity", final.get("mlm_perplexity")),
                ("accuracy", "held-out NSP accuracy", final.get("nsp_accuracy"))]
     results = _results("fill-mask", "pretraining held-out split", data, "held-out", metrics)
-    datasets = [cfg.train_dataset] if _hub_id(cfg.train_dataset) else []
+    datasets = [d for d in [_hub_dataset(cfg.train_dataset)] if d]
     minutes = (rows[-1]["time"] - rows[0]["time"]) / 60 if len(rows) > 1 else 0.0
     trained = (f"Pretrained by bert_jax (`bert-jax pretrain`) for {step:,} steps on `{data}` "
                f"({cfg.eval_fraction:.1%} held out by document), about {minutes:.1f} minutes "
                f"from the first logged step to the final evaluation.")
-    return _write(export, name, "fill-mask", datasets, _hub_id(cfg.init_from), results, trained,
+    return _write(export, name, "fill-mask", datasets, _hub_model(cfg.init_from), results, trained,
                   _fields(cfg, PRETRAIN_FIELDS), "BertForPreTraining", ["pretraining"])
 
 
@@ -67,7 +66,7 @@ def write_finetune_card(export: str, cfg, workdir: str, result: dict, architectu
                f"{cfg.task} task on `{data}`{f' ({configuration})' if configuration else ''}"
                f"{epochs}.")
     return _write(export, os.path.basename(os.path.abspath(workdir)), pipeline,
-                  [hub] if _hub_id(hub) else [], _hub_id(cfg.init), results, trained,
+                  [d for d in [_hub_dataset(hub)] if d], _hub_model(cfg.init), results, trained,
                   _fields(cfg, FINETUNE_FIELDS), architecture, [cfg.task])
 
 
@@ -79,10 +78,17 @@ def _results(task_type, dataset_type, dataset_name, split, metrics, configuratio
             for kind, label, value in metrics if isinstance(value, (int, float))]
 
 
-def _hub_id(name: str):
-    """`name` if it is a Hub id (org/name, no local path), for `base_model` and `datasets`,
-    which the Hub reads as ids; else None."""
-    return name if name and _HUB_ID.match(name) and not os.path.exists(name) else None
+def _hub_model(name: str):
+    """The Hub id (revision dropped) a model started from, for `base_model`, which the Hub
+    reads as an id; None for a local path."""
+    found = hub.split_id(name)
+    return found[0] if found and not os.path.exists(name) else None
+
+
+def _hub_dataset(name: str):
+    """The Hub dataset id (revision dropped) of a `datasets` name; None for a local one."""
+    base, _ = hub_datasets.split_revision(name or "")
+    return base if base and not os.path.exists(base) else None
 
 
 def _fields(cfg, names) -> str:
