@@ -3,6 +3,7 @@ wheel installed into a fresh venv pretrains on its bundled corpus and fills a ma
 empty directory, with no source tree on the path. Minutes (a venv of JAX and its friends): the
 slow tier."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -57,8 +58,13 @@ def test_the_wheel_installed_in_a_fresh_venv_pretrains_and_fills_a_mask_anywhere
                 "--config.time_budget_minutes=0", "--config.steps=2"], empty, env)
     assert "done: 2 steps in w;" in out and "Hugging Face export in w/export" in out, out
     assert os.path.isfile(empty / "w" / "export" / "model.safetensors")
+    card = (empty / "w" / "export" / "README.md").read_text(encoding="utf-8")
+    assert card.startswith("---\n") and "model-index:" in card  # the model card, installed too
     out = _run([bert_jax, "fill-mask", "w/export", "she was [MASK] happy."], empty, env)
     assert len([line for line in out.splitlines() if line.strip()]) >= 5, out
+    env_record = json.loads(_run([bert_jax, "env", "--json"], empty, env))
+    assert env_record["versions"]["bert_jax"] == VERSION
+    assert env_record["platform"]["executable"].startswith(str(venv))
     # nothing read from or written to the working directory but the named workdir: the
     # prepared corpus went to the user cache
     assert os.listdir(empty) == ["w"]
