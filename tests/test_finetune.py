@@ -438,4 +438,4 @@ def test_the_export_has_a_model_card_with_the_runs_scores(run, monkeypatch):
     assert found == {(split, name): saved[split][name] for split in ("validation", "test")
                      for name in ("accuracy", "macro_f1", "mcc")}
     assert "BertForSequenceClassification.from_pretrained" in card.text
-    assert f"the kept epoch {saved['best_epoch']}" in card.text
+    assert f"the kept epoch {saved['best_epoch']}" in card.text and "8 steps" in card.text

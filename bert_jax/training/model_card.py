@@ -38,12 +38,10 @@ def write_pretrain_card(export: str, cfg, workdir: str, step: int) -> str:
                ("accuracy", "held-out NSP accuracy", final.get("nsp_accuracy"))]
     results = _results("fill-mask", "pretraining held-out split", data, "held-out", metrics)
     datasets = [d for d in [_hub_dataset(cfg.train_dataset)] if d]
-    minutes = (rows[-1]["time"] - rows[0]["time"]) / 60 if len(rows) > 1 else 0.0
     trained = (f"Pretrained by bert_jax (`bert-jax pretrain`) for {step:,} steps on `{data}` "
-               f"({cfg.eval_fraction:.1%} held out by document), about {minutes:.1f} minutes "
-               f"from the first logged step to the final evaluation.")
-    return _write(export, name, "fill-mask", datasets, _hub_model(cfg.init_from), results, trained,
-                  _fields(cfg, PRETRAIN_FIELDS), "BertForPreTraining", ["pretraining"])
+               f"({cfg.eval_fraction:.1%} held out by document), {_minutes(rows)}.")
+    return _write(export, name, "fill-mask", datasets, _hub_model(cfg.init_from), results,
+                  trained, _fields(cfg, PRETRAIN_FIELDS), "BertForPreTraining", ["pretraining"])
 
 
 def write_finetune_card(export: str, cfg, workdir: str, result: dict, architecture: str,
@@ -62,12 +60,20 @@ def write_finetune_card(export: str, cfg, workdir: str, result: dict, architectu
                             configuration)
     epochs = (f", the kept epoch {result['best_epoch']} (best validation "
               f"{result.get('best_metric', cfg.best_metric)})" if "best_epoch" in result else "")
+    rows = metric_writer.read_metrics(workdir)
+    steps = max((r["step"] for r in rows), default=0)
     trained = (f"Fine-tuned by bert_jax (`bert-jax finetune`) from `{cfg.init}` for the "
                f"{cfg.task} task on `{data}`{f' ({configuration})' if configuration else ''}"
-               f"{epochs}.")
+               f"{epochs}: {steps:,} steps, {_minutes(rows)}.")
     return _write(export, os.path.basename(os.path.abspath(workdir)), pipeline,
                   [d for d in [_hub_dataset(hub)] if d], _hub_model(cfg.init), results, trained,
                   _fields(cfg, FINETUNE_FIELDS), architecture, [cfg.task])
+
+
+def _minutes(rows: list) -> str:
+    """The run's wall clock as its metrics.jsonl shows it (resumes included)."""
+    minutes = (rows[-1]["time"] - rows[0]["time"]) / 60 if len(rows) > 1 else 0.0
+    return f"about {minutes:.1f} minutes from the first logged step to the last evaluation"
 
 
 def _results(task_type, dataset_type, dataset_name, split, metrics, configuration=None):
