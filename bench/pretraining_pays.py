@@ -1,69 +1,191 @@
-"""Pretraining pays: fine-tune a pretraining run's export on the bundled fine_foods reviews, and
-the same architecture from random initialisation with the same recipe, over several seeds.
+"""Does pretraining pay? A pretraining run's export against random weights of the same shape and
+vocabulary, fine-tuned alike, measured as papers measure it: label efficiency and a word-order
+task, each arm at its best rate on a dev split, over paired seeds.
 
-    python bench/pretraining_pays.py runs/tiny [--seeds 0,1,2] [--out runs/pays]
-                                     [--arms pretrained,random] [--redraw REGEX]
-                                     [--config.F=V ...]
-                                     [--config configs/finetune_fine_foods.py]
+    python bench/pretraining_pays.py --recipe default=runs/default [--recipe long=runs/long]
+        [--tasks fine_foods:250,fine_foods:1000,fine_foods:3000,pos:500] [--seeds 0,1,2,3,4]
+        [--rates 1e-4,3e-4,1e-3] [--epochs 20] [--arms pretrained,random]
+        [--results bench/pays] [--work runs/pays] [--data runs/task_data] [--config.F=V ...]
+    python bench/pretraining_pays.py --summary [--results bench/pays]
 
-Both arms share the fine-tuning config (by default configs/finetune_fine_foods.py at a rate
-for a tiny model: 3 epochs, peak 3e-4), the vocabulary and the model config; a seed sets the
-fine-tuning seed of both arms (head init, dropout, batch order) and the random encoder's init
-(the model's own: normal(0, initializer_range) truncated at 2σ). The arm `random_start` is
-random weights started as the pretraining run started them (its train_config.json's position
-init and scale, mimetic attention): what the recipe's starting point alone does to fine-tuning.
-The arm `redrawn` is the export with the parameters `--redraw` matches redrawn at the model's
-init (by default the top layer's query and key kernels, so its attention starts even): what the
-rest of pretraining is worth when that part starts afresh.
-The score is the last epoch's on the validation file (no epoch is chosen on it: the bundled
-data's validation file is its test file). Prints a table of each arm's mean ± sd and writes
-OUT/pays.json.
+Tasks (data made once under --work, from the bundled reviews and bench/task_data.py):
+  fine_foods:N  the bundled reviews' training file split once (seed 0): 1,000 reviews are the
+                dev split, N of the other 3,000 the labelled training set (nested: the 250 are
+                among the 1,000, those among the 3,000); the test file is data/fine_foods/
+                test.csv. Headline: MCC.
+  pos:N         part-of-speech tags of CoNLL-2003 (column 1 of its files; a word-order task):
+                N training sentences (bench/task_data.py's seeded subset), dev 1,000 sentences
+                of valid.txt, test test.txt. Headline: word accuracy.
+Arms:
+  pretrained    the recipe's export (WORKDIR/export)
+  random        BERT's init at the export's shape and vocabulary as transformers builds it:
+                torch.manual_seed(seed); BertForPreTraining(config).save_pretrained — the
+                baseline a user compares with
+  random_start  random weights started as the recipe starts them (its position init and
+                scale, mimetic attention): what the recipe's starting point alone does
+  redrawn       the export with the parameters --redraw matches redrawn at the model's init
+A seed sets the fine-tuning seed (head init, dropout, batch order) of every arm, so the same
+seed is the same head and batch order on both sides, and the random arm's draw. Every arm
+trains --epochs epochs and keeps its best epoch on dev (the job's own best-epoch rule); the
+test file is scored once, with that epoch. Each run writes RESULTS/RECIPE/TASK-N/ARM/
+lr{rate}-seed{seed}.json (recipe, export, task, labels, arm, seed, rate, options, dev and test
+scores), so the protocol stops and resumes (a run whose file exists is skipped, a killed run
+resumes from its checkpoint) and every table is recomputed from the files. `--config.F=V`
+options (e.g. reinit_layers=1) apply to every arm alike and are recorded; a results folder
+holds one set of options (name the recipe differently to compare others, e.g. default+reinit).
+
+The summary (RESULTS/pays.md, pays.json, pays.png): per recipe × task × labels × arm, the rate
+with the best mean dev score over the seeds every rate has (never the test file), its test
+mean ± sd, and pretrained − random paired by seed with the paired t-test's p
+(bench/compare_seeds.py's statistics); beside each, a baseline without BERT: TF-IDF (1–2-grams)
++ logistic regression (scikit-learn, C picked on dev) for fine_foods, the most frequent tag of
+each word for POS.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import dataclasses
 import json
+import math
 import os
+import random
+import shutil
 import statistics
 import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import compare_seeds  # noqa: E402  (welch: the paired t-test)
+import task_data  # noqa: E402  (fetch_conll, conll_sentences, conll_subset)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RECIPE = ("epochs=3", "learning_rate=3e-4")  # a tiny model's rate (the config's 1e-4 is MiniLM's)
-METRICS = ("accuracy", "macro_f1", "mcc")
+FINE_FOODS = os.path.join(ROOT, "data", "fine_foods")
+DEV_REVIEWS = 1000
+DEV_SENTENCES = 1000
+SPLIT_SEED = 0  # the data split, fixed: fine-tuning seeds vary, the splits do not
+ARMS = ("pretrained", "random", "random_start", "redrawn")
+HEADLINE = {"fine_foods": "mcc", "pos": "accuracy"}
 
 
-def random_model(export: str, seed: int, out: str, start_from: str = "") -> str:
-    """A Hugging Face directory of the export's architecture and vocabulary, at our init; with
-    `start_from` (a pretraining workdir), started as that run started its weights."""
+# -- data ----------------------------------------------------------------------------------------
+
+def fine_foods_split(out: str, labels: int) -> dict:
+    """{train, validation, test} files: dev = 1,000 reviews of the training file, train = the
+    first `labels` of the other 3,000 in a fixed shuffled order (so smaller sets nest)."""
+    with open(os.path.join(FINE_FOODS, "train.csv"), encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f))
+    order = list(range(len(rows)))
+    random.Random(SPLIT_SEED).shuffle(order)
+    dev, pool = order[:DEV_REVIEWS], order[DEV_REVIEWS:]
+    if not 0 < labels <= len(pool):
+        raise SystemExit(f"fine_foods:{labels}: expected 1 to {len(pool)} labelled reviews")
+    os.makedirs(out, exist_ok=True)
+    files = {"train": os.path.join(out, f"train_{labels}.csv"),
+             "validation": os.path.join(out, "dev.csv")}
+    for path, keep in ((files["train"], pool[:labels]), (files["validation"], dev)):
+        _write_csv(path, [rows[i] for i in keep])
+    return {**files, "test": os.path.join(FINE_FOODS, "test.csv")}
+
+
+def _write_csv(path: str, rows: list[dict]) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=["text", "label"])
+        writer.writeheader()
+        writer.writerows({"text": r["text"], "label": r["label"]} for r in rows)
+    os.replace(tmp, path)
+
+
+def pos_split(data: str, labels: int) -> dict:
+    """{train, validation, test} CoNLL-2003 files (bench/task_data.py fetches them). A tag the
+    training sentences never show cannot be predicted, and the job refuses it: dev and test
+    keep the sentences whose tags all occur in training (the count dropped is printed; the
+    rare tags are such as WP$, UH, LS)."""
+    out = os.path.join(data, "conll2003")
+    task_data.fetch_conll(os.path.join(data, "downloads"), out)
+    train = task_data.conll_subset(out, labels, SPLIT_SEED)
+    seen = {line.split()[1] for s in task_data.conll_sentences(train) for line in s}
+    sentences = task_data.conll_sentences(os.path.join(out, "valid.txt"))
+    keep = sorted(random.Random(SPLIT_SEED).sample(range(len(sentences)), DEV_SENTENCES))
+    files = {"train": train}
+    for split, name, rows in (("validation", f"valid_{DEV_SENTENCES}_pos{labels}.txt",
+                               [sentences[i] for i in keep]),
+                              ("test", f"test_pos{labels}.txt", task_data.conll_sentences(
+                                  os.path.join(out, "test.txt")))):
+        known = [s for s in rows if all(line.split()[1] in seen for line in s)]
+        if len(known) < len(rows):
+            print(f"pos:{labels} {split}: {len(rows) - len(known)} of {len(rows)} sentences "
+                  f"dropped (a tag the {labels} training sentences lack)", flush=True)
+        files[split] = os.path.join(out, name)
+        task_data.write_if_changed(files[split], "".join("\n".join(s) + "\n\n" for s in known))
+    return files
+
+
+def task_files(task: str, labels: int, work: str, data: str) -> dict:
+    if task == "fine_foods":
+        return fine_foods_split(os.path.join(work, "data", "fine_foods"), labels)
+    return pos_split(data, labels)
+
+
+def task_overrides(task: str, files: dict) -> list[str]:
+    """The fine-tuning config of a task, less rate, seed, epochs and the user's options."""
+    common = [f"train_file={files['train']}", f"validation_file={files['validation']}",
+              f"test_file={files['test']}", "checkpoint_every=100000", "log_every=1000"]
+    if task == "fine_foods":
+        return ["task=sequence-classification", "text_column=text", "label_column=label",
+                "best_metric=mcc", *common]
+    return ["task=token-classification", "conll_column=1", "best_metric=accuracy", *common]
+
+
+# -- arms ----------------------------------------------------------------------------------------
+
+def random_model(export: str, seed: int, out: str) -> str:
+    """BERT's init at the export's shape and vocabulary, as transformers builds it."""
+    import torch
+    import transformers
+
+    from bert_jax.checkpoints import paths
+    if os.path.isfile(os.path.join(out, "config.json")):
+        return out
+    config = transformers.BertConfig.from_json_file(os.path.join(export, "config.json"))
+    torch.manual_seed(seed)
+    model = transformers.BertForPreTraining(config)
+    tmp = out + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    for f in paths.vocab_files(export):
+        shutil.copy(f, tmp)
+    os.replace(tmp, out)
+    return out
+
+
+def random_start_model(export: str, pretrained: str, seed: int, out: str) -> str:
+    """Our init started as the pretraining run started its weights (train_config.json)."""
     import jax
     import numpy as np
 
     from bert_jax.checkpoints import paths
     from bert_jax.checkpoints.huggingface import save_hf
     from bert_jax.models import BertConfig, BertForPreTraining
+    from bert_jax.training import run_record
+    from bert_jax.training.initial_params import starting_params
+    from bert_jax.training.pretrain_config import PretrainConfig
     config = BertConfig.from_json_file(os.path.join(export, "config.json"))
-    ids = np.ones((1, 8), np.int32)
-    params = BertForPreTraining(config).init(jax.random.key(seed), ids)["params"]
-    if start_from:
-        from bert_jax.training import run_record
-        from bert_jax.training.initial_params import starting_params
-        from bert_jax.training.pretrain_config import PretrainConfig
-        saved = run_record.read(os.path.join(start_from, paths.TRAIN_CONFIG))
-        fields = {f.name for f in dataclasses.fields(PretrainConfig)}  # not inputs / resumes
-        params = starting_params(params, config,
-                                 PretrainConfig(**{k: v for k, v in saved.items() if k in fields}))
+    params = BertForPreTraining(config).init(jax.random.key(seed), np.ones((1, 8), np.int32))[
+        "params"]
+    saved = run_record.read(os.path.join(pretrained, paths.TRAIN_CONFIG))
+    fields = {f.name for f in dataclasses.fields(PretrainConfig)}  # not inputs / resumes
+    params = starting_params(params, config,
+                             PretrainConfig(**{k: v for k, v in saved.items() if k in fields}))
     save_hf(out, config, params, paths.vocab_files(export), overwrite=True)
     return out
 
 
 def redrawn_model(export: str, pattern: str, seed: int, out: str) -> str:
-    """A copy of the export whose parameters with a path matching `pattern` (a regular
-    expression searched in "bert/encoder/layer_1/attention/query/kernel"-style paths) are
-    redrawn as the model's own init draws them: what the rest of pretraining is worth when
-    that part starts afresh (e.g. 'layer_1/attention/(query|key)': the top layer's attention
-    starts spread evenly)."""
+    """The export with the parameters whose path ("bert/encoder/layer_1/attention/query/
+    kernel"-style) matches `pattern` redrawn as the model's own init draws them."""
     import re
 
     import jax
@@ -76,8 +198,7 @@ def redrawn_model(export: str, pattern: str, seed: int, out: str) -> str:
     config, params = load_hf(export)
     fresh = BertForPreTraining(config).init(jax.random.key(seed), np.ones((1, 8), np.int32))[
         "params"]
-    flat, new = traverse_util.flatten_dict(params, sep="/"), traverse_util.flatten_dict(
-        fresh, sep="/")
+    flat, new = (traverse_util.flatten_dict(p, sep="/") for p in (params, fresh))
     hits = sorted(k for k in flat if re.search(pattern, k))
     if not hits:
         raise SystemExit(f"--redraw {pattern!r}: matches no parameter of {export}")
@@ -87,76 +208,342 @@ def redrawn_model(export: str, pattern: str, seed: int, out: str) -> str:
     return out
 
 
-def finetune(init: str, config_path: str, overrides: list[str], seed: int, workdir: str) -> dict:
-    """The last epoch's validation scores of one fine-tuning run."""
-    from bert_jax.training.config_files import apply_overrides, run_config_file
-    from bert_jax.training.finetune import finetune as run
-    cfg = apply_overrides(run_config_file(config_path),
-                          [*RECIPE, *overrides, f"init={init}", f"seed={seed}"])
-    result = run(cfg, workdir)
-    with open(os.path.join(result.workdir, "epochs.json"), encoding="utf-8") as f:
-        return json.load(f)[-1]
+def arm_model(arm: str, pretrained: str, seed: int, models: str, redraw: str) -> str:
+    export = os.path.join(pretrained, "export")
+    where = os.path.join(models, f"{arm}-{seed}")
+    if arm == "pretrained":
+        return export
+    if arm == "random":
+        return random_model(export, seed, where)
+    if arm == "random_start":
+        return random_start_model(export, pretrained, seed, where)
+    return redrawn_model(export, redraw, seed, where)
 
 
-def summary(values: list[float]) -> str:
-    sd = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{100 * statistics.mean(values):.1f} ± {100 * sd:.1f}"
+# -- runs ----------------------------------------------------------------------------------------
+
+def result_path(results: str, recipe: str, task: str, labels: int, arm: str, rate: float,
+                seed: int) -> str:
+    return os.path.join(results, recipe, f"{task}-{labels}", arm, f"lr{rate:g}-seed{seed}.json")
+
+
+def finetune_once(init: str, overrides: list[str], workdir: str) -> dict:
+    """The best dev epoch's scores and the test scores of one fine-tuning run."""
+    from bert_jax.training.config_files import apply_overrides
+    from bert_jax.training.finetune import finetune
+    from bert_jax.training.finetune_config import FinetuneConfig
+    cfg = apply_overrides(FinetuneConfig(), [*overrides, f"init={init}"])
+    t = time.perf_counter()
+    result = finetune(cfg, workdir)
+    with open(os.path.join(result.workdir, "metrics.json"), encoding="utf-8") as f:
+        metrics = json.load(f)
+    return {"dev": {k: v for k, v in metrics["validation"].items() if k != "epoch"},
+            "best_epoch": metrics["best_epoch"], "test": metrics["test"],
+            "dev_by_epoch": [h[metrics["best_metric"]] for h in metrics["epochs"]],
+            "wall_s": round(time.perf_counter() - t, 1)}
+
+
+def run_protocol(args, options: list[str]) -> None:
+    for name, pretrained in args.recipe:
+        if not os.path.isfile(os.path.join(pretrained, "export", "config.json")):
+            raise SystemExit(f"{pretrained}/export: no exported model (run the pretraining "
+                             f"to its end)")
+        for task, labels in args.tasks:
+            files = task_files(task, labels, args.work, args.data)
+            for seed in args.seeds:
+                for arm in args.arms:
+                    init = None
+                    for rate in args.rates:
+                        path = result_path(args.results, name, task, labels, arm, rate, seed)
+                        if os.path.isfile(path):
+                            _check_options(path, options)
+                            continue
+                        init = init or arm_model(arm, pretrained, seed,
+                                                 os.path.join(args.work, "models", name),
+                                                 args.redraw)
+                        workdir = os.path.join(args.work, "runs", os.path.relpath(
+                            path, args.results)[:-len(".json")])
+                        overrides = [*task_overrides(task, files), f"epochs={args.epochs}",
+                                     f"learning_rate={rate}", f"seed={seed}", *options]
+                        scores = finetune_once(init, overrides, workdir)
+                        record = {"recipe": name, "pretrained": pretrained, "task": task,
+                                  "labels": labels, "arm": arm, "seed": seed, "rate": rate,
+                                  "epochs": args.epochs, "options": options,
+                                  **({"redraw": args.redraw} if arm == "redrawn" else {}),
+                                  **scores}
+                        os.makedirs(os.path.dirname(path), exist_ok=True)
+                        with open(path + ".tmp", "w", encoding="utf-8") as f:
+                            json.dump(record, f, indent=1)
+                        os.replace(path + ".tmp", path)
+                        shutil.rmtree(workdir, ignore_errors=True)  # megabytes a run
+                        key = HEADLINE[task]
+                        print(f"{name} {task}:{labels} {arm} lr {rate:g} seed {seed}: dev "
+                              f"{key} {scores['dev'][key]:.4f} (epoch {scores['best_epoch']}),"
+                              f" test {scores['test'][key]:.4f}, {scores['wall_s']:.0f} s",
+                              flush=True)
+
+
+def _check_options(path: str, options: list[str]) -> None:
+    with open(path, encoding="utf-8") as f:
+        saved = json.load(f).get("options", [])
+    if saved != options:
+        raise SystemExit(f"{path}: ran with options {saved}, not {options}: give this "
+                         f"recipe another name for other options")
+
+
+# -- summary -------------------------------------------------------------------------------------
+
+def load_results(results: str) -> list[dict]:
+    rows = []
+    for folder, _, names in os.walk(results):
+        for n in sorted(names):
+            if n.startswith("lr") and n.endswith(".json"):
+                with open(os.path.join(folder, n), encoding="utf-8") as f:
+                    rows.append(json.load(f))
+    return rows
+
+
+def pick_rate(rows: list[dict], key: str) -> tuple[float, list[int]] | None:
+    """The rate with the best mean dev score over the seeds that every rate has run (the test
+    file plays no part), and those seeds; None before any seed has run at every rate."""
+    by_rate: dict[float, dict[int, float]] = {}
+    for r in rows:
+        by_rate.setdefault(r["rate"], {})[r["seed"]] = r["dev"][key]
+    seeds = sorted(set.intersection(*(set(s) for s in by_rate.values())))
+    if not seeds:
+        return None
+    best = max(sorted(by_rate), key=lambda rate: statistics.mean(by_rate[rate][s]
+                                                                  for s in seeds))
+    return best, seeds
+
+
+def summarise(rows: list[dict], baselines: dict | None = None) -> dict:
+    """{recipe: {task-labels: {arm: {...}, "pretrained - random": {...}}}} (see the module
+    docstring)."""
+    out: dict = {}
+    groups: dict = {}
+    for r in rows:
+        groups.setdefault((r["recipe"], r["task"], r["labels"]), {}).setdefault(
+            r["arm"], []).append(r)
+    for (recipe, task, labels), arms in sorted(groups.items()):
+        key = HEADLINE[task]
+        cell = out.setdefault(recipe, {}).setdefault(f"{task}-{labels}", {})
+        tests = {}
+        for arm, arm_rows in sorted(arms.items()):
+            picked = pick_rate(arm_rows, key)
+            if picked is None:
+                continue
+            rate, _ = picked
+            at_rate = {r["seed"]: r for r in arm_rows if r["rate"] == rate}
+            tests[arm] = {s: r["test"][key] for s, r in at_rate.items()}
+            values = list(tests[arm].values())
+            cell[arm] = {"rate": rate, "seeds": sorted(at_rate), "metric": key,
+                         "dev_mean": statistics.mean(r["dev"][key] for r in at_rate.values()),
+                         "test_mean": statistics.mean(values),
+                         "test_sd": statistics.stdev(values) if len(values) > 1 else math.nan,
+                         "rates_tried": sorted({r["rate"] for r in arm_rows})}
+        if "pretrained" in tests and "random" in tests:
+            common = sorted(set(tests["pretrained"]) & set(tests["random"]))
+            if common:
+                pairs = [(tests["pretrained"][s], tests["random"][s]) for s in common]
+                stats = compare_seeds.welch([a for a, _ in pairs], [b for _, b in pairs], pairs)
+                diffs = [a - b for a, b in pairs]
+                cell["pretrained - random"] = {
+                    "seeds": common, "mean": statistics.mean(diffs),
+                    "sd": statistics.stdev(diffs) if len(diffs) > 1 else math.nan,
+                    "paired_p": stats.get("paired_p", math.nan),
+                    "wins": sum(d > 0 for d in diffs)}
+        if baselines and (task, labels) in baselines:
+            cell["baseline"] = baselines[(task, labels)]
+    return out
+
+
+def baseline_scores(task: str, files: dict) -> dict:
+    """A practitioner's first try without BERT, on the same train / dev / test files."""
+    if task == "fine_foods":
+        return tfidf_baseline(files)
+    return frequent_tag_baseline(files)
+
+
+def tfidf_baseline(files: dict) -> dict:
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import matthews_corrcoef
+
+    def read(path):
+        with open(path, encoding="utf-8", newline="") as f:
+            rows = list(csv.DictReader(f))
+        return [r["text"] for r in rows], [r["label"] for r in rows]
+    (xt, yt), (xd, yd), (xs, ys) = (read(files[s]) for s in ("train", "validation", "test"))
+    vec = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True).fit(xt)
+    fits = {c: LogisticRegression(C=c, max_iter=2000).fit(vec.transform(xt), yt)
+            for c in (0.1, 1.0, 10.0, 100.0)}
+    c = max(fits, key=lambda c: matthews_corrcoef(yd, fits[c].predict(vec.transform(xd))))
+    return {"name": "TF-IDF 1–2-grams + logistic regression", "C": c, "metric": "mcc",
+            "test": float(matthews_corrcoef(ys, fits[c].predict(vec.transform(xs))))}
+
+
+def frequent_tag_baseline(files: dict) -> dict:
+    from collections import Counter, defaultdict
+
+    from bert_jax.tasks.token_classification.data import read_conll
+    sentences, tags = read_conll(files["train"], column=1)
+    counts: dict = defaultdict(Counter)
+    for words, row in zip(sentences, tags):
+        for w, t in zip(words, row):
+            counts[w.lower()][t] += 1
+    overall = Counter(t for row in tags for t in row).most_common(1)[0][0]
+    words, gold = read_conll(files["test"], column=1)
+    pairs = [(counts[w.lower()].most_common(1)[0][0] if counts[w.lower()] else overall, t)
+             for ws, ts in zip(words, gold) for w, t in zip(ws, ts)]
+    return {"name": "most frequent tag of each word (else the most frequent tag)",
+            "metric": "accuracy", "test": sum(p == t for p, t in pairs) / len(pairs)}
+
+
+def table(summary: dict) -> str:
+    lines = []
+    for recipe, cells in summary.items():
+        lines += [f"### {recipe}", "",
+                  "| task | labels | pretrained (rate) | random (rate) | pretrained − random "
+                  "(paired p, wins) | seeds | baseline |", "|---|---|---|---|---|---|---|"]
+        for name, cell in sorted(cells.items(), key=lambda kv: (kv[0].split("-")[0],
+                                                                 int(kv[0].split("-")[1]))):
+            task, labels = name.rsplit("-", 1)
+
+            def arm(a):
+                if a not in cell:
+                    return "—"
+                c = cell[a]
+                return (f"{100 * c['test_mean']:.1f} ± {100 * c['test_sd']:.1f} "
+                        f"({c['rate']:g})")
+            d = cell.get("pretrained - random")
+            diff = (f"{100 * d['mean']:+.1f} ± {100 * d['sd']:.1f} (p {d['paired_p']:.3f}, "
+                    f"{d['wins']}/{len(d['seeds'])})" if d else "—")
+            n = len(d["seeds"]) if d else max((len(cell[a]["seeds"]) for a in cell
+                                               if a in ARMS), default=0)
+            base = cell.get("baseline")
+            lines.append(f"| {task} ({HEADLINE[task]} ×100) | {int(labels):,} | {arm('pretrained')}"
+                         f" | {arm('random')} | {diff} | {n} | "
+                         f"{100 * base['test']:.1f} |" if base else
+                         f"| {task} ({HEADLINE[task]} ×100) | {int(labels):,} | "
+                         f"{arm('pretrained')} | {arm('random')} | {diff} | {n} | — |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def picture(summary: dict, path: str) -> None:
+    """Label efficiency: fine_foods test MCC against labelled reviews, every recipe's export
+    and the random arm (mean ± sd over seeds), the TF-IDF baseline dashed; POS beside it."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 4), gridspec_kw={"width_ratios": [3, 2]})
+    for recipe, cells in summary.items():
+        for arm, style in (("pretrained", "o-"), ("random", "s--")):
+            if arm == "random" and recipe != next(iter(summary)):
+                continue  # one random arm: every recipe's random weights are alike
+            label = f"{recipe} export" if arm == "pretrained" else "random weights (transformers)"
+            pts = sorted((int(k.split("-")[1]), c[arm]) for k, c in cells.items()
+                         if k.startswith("fine_foods-") and arm in c)
+            if pts:
+                ax.errorbar([p[0] for p in pts], [100 * p[1]["test_mean"] for p in pts],
+                            yerr=[100 * p[1]["test_sd"] for p in pts], fmt=style, capsize=3,
+                            label=label)
+            pos = [(k, c[arm]) for k, c in cells.items() if k.startswith("pos-") and arm in c]
+            for k, c in pos:
+                bx.bar(f"{label}\n{k}", 100 * c["test_mean"], yerr=100 * c["test_sd"],
+                       capsize=3)
+    base = sorted((int(k.split("-")[1]), c["baseline"]["test"])
+                  for k, c in next(iter(summary.values()), {}).items()
+                  if k.startswith("fine_foods-") and "baseline" in c)
+    if base:
+        ax.plot([b[0] for b in base], [100 * b[1] for b in base], "k:", label="TF-IDF + LR")
+    ax.set_xscale("log")
+    ax.set_xlabel("labelled training reviews (fine_foods)")
+    ax.set_ylabel("test MCC ×100")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    bx.set_ylabel("POS word accuracy ×100 (test)")
+    bx.tick_params(axis="x", labelsize=6)
+    bx.set_ylim(bottom=50)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def write_summary(args) -> dict:
+    rows = load_results(args.results)
+    baselines = {}
+    for task, labels in sorted({(r["task"], r["labels"]) for r in rows}):
+        baselines[(task, labels)] = baseline_scores(task, task_files(task, labels, args.work,
+                                                                     args.data))
+    summary = summarise(rows, baselines)
+    text = table(summary)
+    print(text)
+    with open(os.path.join(args.results, "pays.md"), "w", encoding="utf-8") as f:
+        f.write(text)
+    with open(os.path.join(args.results, "pays.json"), "w", encoding="utf-8") as f:
+        json.dump(summary, f, indent=1)
+    if summary:
+        picture(summary, os.path.join(args.results, "pays.png"))
+        from bert_jax.runtime import environment
+        environment.write_beside(os.path.join(args.results, "pays.png"))  # the figure's machine
+    return summary
+
+
+# -- command line --------------------------------------------------------------------------------
+
+def _recipe(text: str) -> tuple[str, str]:
+    name, sep, path = text.partition("=")
+    if not sep or not name or "/" in name:
+        raise argparse.ArgumentTypeError(f"expected NAME=PRETRAINING_WORKDIR, got {text!r}")
+    return name, path
+
+
+def _task(text: str) -> tuple[str, int]:
+    task, sep, labels = text.partition(":")
+    if task not in HEADLINE or not sep or not labels.isdigit():
+        raise argparse.ArgumentTypeError(f"expected fine_foods:N or pos:N, got {text!r}")
+    return task, int(labels)
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("pretrained", help="a pretraining workdir (its export/ is used)")
-    parser.add_argument("--seeds", default="0,1,2")
-    parser.add_argument("--out", default="runs/pays")
-    parser.add_argument("--arms", default="pretrained,random",
-                        help="of pretrained, random, random_start, redrawn")
+    parser.add_argument("--recipe", type=_recipe, action="append", default=[],
+                        help="NAME=PRETRAINING_WORKDIR (its export/ is fine-tuned)")
+    parser.add_argument("--tasks", default="fine_foods:250,fine_foods:1000,fine_foods:3000,"
+                                           "pos:500")
+    parser.add_argument("--seeds", default="0,1,2,3,4")
+    parser.add_argument("--rates", default="1e-4,3e-4,1e-3")
+    parser.add_argument("--epochs", type=int, default=20)
+    parser.add_argument("--arms", default="pretrained,random", help=f"of {', '.join(ARMS)}")
     parser.add_argument("--redraw", default="layer_1/attention/(query|key)",
-                        help="the arm `redrawn`: the export with the parameters whose path "
-                             "matches this regular expression redrawn at the model's init")
-    parser.add_argument("--config", default=os.path.join(ROOT, "configs",
-                                                         "finetune_fine_foods.py"))
+                        help="the arm `redrawn`: parameters whose path matches this regular "
+                             "expression are redrawn at the model's init")
+    parser.add_argument("--results", default=os.path.join(ROOT, "bench", "pays"))
+    parser.add_argument("--work", default="runs/pays", help="split data, models, workdirs")
+    parser.add_argument("--data", default="runs/task_data", help="bench/task_data.py's OUT_DIR")
+    parser.add_argument("--summary", action="store_true", help="only the table and picture")
     args, rest = parser.parse_known_args(argv)
-    overrides = [a[len("--config."):] for a in rest if a.startswith("--config.")]
-    if len(overrides) != len(rest):
+    options = [a[len("--config."):] for a in rest if a.startswith("--config.")]
+    if len(options) != len(rest):
         parser.error(f"unrecognised arguments: {' '.join(rest)}")
-    arms = args.arms.split(",")
-    unknown = sorted(set(arms) - {"pretrained", "random", "random_start", "redrawn"})
+    args.tasks = [_task(t) for t in args.tasks.split(",")]
+    args.seeds = [int(s) for s in args.seeds.split(",")]
+    args.rates = [float(r) for r in args.rates.split(",")]
+    args.arms = args.arms.split(",")
+    unknown = sorted(set(args.arms) - set(ARMS))
     if unknown:
-        parser.error(f"--arms: unknown {', '.join(unknown)} (pretrained, random, random_start, "
-                     f"redrawn)")
-    export = os.path.join(args.pretrained, "export")
-    if not os.path.isfile(os.path.join(export, "config.json")):
-        raise SystemExit(f"{export}: no exported model (run the pretraining to its end)")
-    seeds = [int(s) for s in args.seeds.split(",")]
-    runs = {arm: [] for arm in arms}
-    for seed in seeds:
-        for arm in arms:
-            where = os.path.join(args.out, f"{arm}-init-{seed}")
-            if arm == "pretrained":
-                init = export
-            elif arm == "redrawn":
-                init = redrawn_model(export, args.redraw, seed, where)
-            else:
-                init = random_model(export, seed, where,
-                                    start_from=args.pretrained if arm == "random_start" else "")
-            scores = finetune(init, args.config, overrides, seed,
-                              os.path.join(args.out, f"{arm}-{seed}"))
-            runs[arm].append({k: scores[k] for k in METRICS if k in scores})
-            print(f"{arm} seed {seed}: " + ", ".join(f"{k} {v:.4f}"
-                                                   for k, v in runs[arm][-1].items()),
-                  flush=True)
-    lines = ["| init | " + " | ".join(METRICS) + " |", "|---|" + "---|" * len(METRICS)]
-    for arm, rows in runs.items():
-        lines.append(f"| {arm} ({len(rows)} seeds) | "
-                     + " | ".join(summary([r[k] for r in rows]) for k in METRICS) + " |")
-    table = "\n".join(lines)
-    print(table)
-    with open(os.path.join(args.out, "pays.json"), "w", encoding="utf-8") as f:
-        json.dump({"pretrained": args.pretrained, "seeds": seeds, "recipe": [*RECIPE, *overrides],
-                   **({"redraw": args.redraw} if "redrawn" in arms else {}),
-                   "runs": runs, "table": table}, f, indent=1)
-    from bert_jax.runtime import environment
-    environment.write_beside(os.path.join(args.out, "pays.json"))  # the machine behind it
+        parser.error(f"--arms: unknown {', '.join(unknown)} ({', '.join(ARMS)})")
+    if not args.summary:
+        if not args.recipe:
+            parser.error("give --recipe NAME=PRETRAINING_WORKDIR (or --summary)")
+        import jax  # every run compiles the same few programs: keep them across runs
+        jax.config.update("jax_compilation_cache_dir", os.path.abspath(os.path.join(
+            args.work, "xla")))
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+        run_protocol(args, options)
+    write_summary(args)
     return 0
 
 

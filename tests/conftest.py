@@ -123,7 +123,9 @@ def pretrain_setup(tmp_path_factory):
                  # recipe: resumes are bit-identical and dropout's keys are exercised
                  "--config.time_budget_minutes=0", "--config.dropout=0.1",
                  "--config.position_init=normal", "--config.position_scale=1",
-                 "--config.mimetic_qk=0"]
+                 "--config.mimetic_qk=0",
+                 # no downstream probe: seconds a run; tests/test_pretrain.py tests it
+                 "--config.probe_file="]
     return base, overrides
 
 

@@ -325,6 +325,38 @@ def test_head_init_draws_the_fresh_head(tiny, tmp_path, kind):
             jax.tree.leaves(params)[0]
 
 
+def test_reinit_layers_starts_the_pooler_and_top_layers_at_the_models_init(tiny, tmp_path):
+    """config.reinit_layers=1 (Zhang et al. 2021): the top layer and the pooler start at the
+    model's own init for the run's seed (rng.init_key), every other encoder parameter as the
+    checkpoint has it; a rate of 1e-12 keeps the kept model at its start. More layers than the
+    model has are refused by name."""
+    import jax
+    import jax.numpy as jnp
+    from flax import traverse_util
+
+    from bert_jax.models import BertForSequenceClassification
+    from bert_jax.runtime import rng
+    from bert_jax.training.initial_params import reinit_top
+    finetuner.finetune(config(tiny, epochs=1, learning_rate=1e-12, reinit_layers=1, seed=3),
+                       str(tmp_path / "w"))
+    got_config, got = pretrained.load_model_dir(str(tmp_path / "w" / "model"))
+    _, loaded = pretrained.load_pretrained(str(tiny / "init"))
+    fresh = BertForSequenceClassification(got_config).init(
+        rng.init_key(3), jnp.zeros((1, 32), jnp.int32))["params"]["bert"]
+    flat_got = traverse_util.flatten_dict(got["bert"], sep="/")
+    flat_loaded = traverse_util.flatten_dict(loaded["bert"], sep="/")
+    flat_fresh = traverse_util.flatten_dict(fresh, sep="/")
+    redrawn = [k for k in flat_got if k.startswith(("encoder/layer_1/", "pooler/"))]
+    assert len(redrawn) == 18  # a layer's 16 tensors and the pooler's 2
+    for name, value in flat_got.items():
+        want = flat_fresh[name] if name in redrawn else flat_loaded[name]
+        np.testing.assert_allclose(value, want, atol=1e-6, err_msg=name)
+    assert not np.allclose(flat_loaded["encoder/layer_1/attention/query/kernel"],
+                           flat_fresh["encoder/layer_1/attention/query/kernel"], atol=1e-3)
+    with pytest.raises(Exception, match="config.reinit_layers: expected 0 to 2"):
+        reinit_top(loaded, jax.device_get(fresh), 3, "init")
+
+
 def test_head_init_distributions():
     """"normal" is a plain normal (4.6% of draws beyond 2σ, σ as asked); the default, truncated
     at 2σ, has none; other groups and biases are untouched; an unknown kind is refused."""

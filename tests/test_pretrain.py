@@ -178,8 +178,8 @@ def test_the_export_has_a_model_card_with_the_runs_scores(one_device_run, monkey
     from huggingface_hub import ModelCard
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     card = ModelCard.load(str(one_device_run / "export" / "README.md"))
-    final = [json.loads(line) for line in open(one_device_run / "metrics.jsonl")][-1]
-    assert final["split"] == "eval"
+    final = [r for r in map(json.loads, open(one_device_run / "metrics.jsonl"))
+             if r["split"] == "eval"][-1]
     assert (card.data.library_name, card.data.pipeline_tag) == ("transformers", "fill-mask")
     assert "bert_jax" in card.data.tags and card.data.base_model is None  # a local start
     scores = {r.metric_name: r.metric_value for r in card.data.eval_results}
@@ -188,3 +188,49 @@ def test_the_export_has_a_model_card_with_the_runs_scores(one_device_run, monkey
                       "held-out NSP accuracy": final["nsp_accuracy"]}
     assert "for 5 steps" in card.text and "BertForPreTraining.from_pretrained" in card.text
     assert "load_pretrained" in card.text and "Machine: " in card.text
+
+
+def test_sentence_order_objective_trains_its_head_on_in_and_out_of_order_pairs(setup, tmp_path):
+    """objective="mlm+sop" end to end: the [CLS] head's loss and held-out accuracy are logged
+    (as nsp_*), and the export is a BertForPreTraining (the pairs: test_pretraining_data)."""
+    import transformers
+    base, overrides = setup
+    assert train_here(tmp_path, [*overrides, "--config.objective=mlm+sop",
+                                 "--config.steps=4"]) == 0
+    rows = [json.loads(line) for line in open(tmp_path / "metrics.jsonl")]
+    assert all("nsp_loss" in r for r in rows if r["split"] == "train")
+    assert "nsp_accuracy" in [r for r in rows if r["split"] == "eval"][-1]
+    transformers.BertForPreTraining.from_pretrained(str(tmp_path / "export"))
+
+
+def test_pretraining_logs_the_probe_at_every_evaluation(setup, tmp_path):
+    """probe/<name> in metrics.jsonl (split "probe") at the start and at each evaluation, the
+    last equal to the probe of the exported encoder recomputed from scratch."""
+    import csv
+
+    from bert_jax.checkpoints.huggingface import load_hf
+    from bert_jax.data import tokenizer
+    from bert_jax.models import BertModel
+    from bert_jax.training import probe
+    base, overrides = setup
+    rows = tmp_path / "reviews" / "train.csv"
+    rows.parent.mkdir()
+    with open(rows, "w", encoding="utf-8", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["text", "label"])
+        for i in range(60):
+            writer.writerow([("she was very glad to see him" if i % 2 else
+                              "he was sorry and went away") + f" {i}", "pos" if i % 2 else "neg"])
+    workdir = tmp_path / "run"
+    assert train_here(workdir, overrides, "--config.steps=4", "--config.eval_every=2",
+                      f"--config.probe_file={rows}", "--config.probe_examples=50") == 0
+    records = [json.loads(line) for line in open(workdir / "metrics.jsonl", encoding="utf-8")]
+    probes = [r for r in records if r["split"] == "probe"]
+    assert [r["step"] for r in probes] == [0, 2, 4]  # the start, then every evaluation
+    assert all(-1 <= r["reviews"] <= 1 for r in probes)
+    config, params = load_hf(str(workdir / "export"))
+    data = probe.load_probe(str(rows), tokenizer.load(str(workdir / "export")), 32, "text",
+                            "label", 50)
+    assert len(data.labels) == 50
+    assert probe.run_probe(BertModel(config), params["bert"], data)["reviews"] == \
+        pytest.approx(probes[-1]["reviews"], abs=1e-6)

@@ -42,8 +42,8 @@ def test_new_fields_default_to_the_papers_run_on_train_files():
 
 
 @pytest.mark.parametrize("changes, message", [
-    ({"objective": "nsp"}, "config.objective: expected mlm+nsp or mlm, got 'nsp'"),
-    ({"objective": "MLM"}, "config.objective: expected mlm+nsp or mlm, got 'MLM'"),
+    ({"objective": "nsp"}, "config.objective: expected mlm+nsp, mlm+sop, mlm, got 'nsp'"),
+    ({"objective": "MLM"}, "config.objective: expected mlm+nsp, mlm+sop, mlm, got 'MLM'"),
     ({"prepare_workers": -1}, "config.prepare_workers: expected an integer ≥ 0, got -1"),
     ({"prepare_workers": 2.0}, "config.prepare_workers: expected int, got 2.0"),
     ({"text_field": ""}, "config.text_field: expected a non-empty field name, got ''"),

@@ -178,6 +178,31 @@ def test_pair_plans_short_seq_prob_and_truncation():
     assert a_cut == 0 and (b_cut >> 32) + (b_cut & 0xFFFFFFFF) == 142 and b_cut >> 32 > 0
 
 
+def test_sentence_order_pairs_are_consecutive_segments_of_one_document_half_swapped():
+    """mlm+sop (ALBERT): B is always A's real continuation in the same document, and the pair
+    is swapped (label 1) half the time; the NSP plan is what it was (same draws)."""
+    rng = random.Random(3)
+    lengths = np.array([rng.randint(1, 8) for _ in range(20_000)], np.int32)
+    starts = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    docs = [range(50 * d, 50 * (d + 1)) for d in range(400)]
+    sop = pair_plans.plan_pairs(docs, lengths, starts, 512, 0.1, seed=0, epoch=0,
+                                sentence_order=True)
+    doc_of = np.searchsorted(starts[[d.stop for d in docs]], sop.a_start, side="right")
+    assert (doc_of == np.searchsorted(starts[[d.stop for d in docs]], sop.b_start,
+                                      side="right")).all()  # one document
+    in_order, swapped = sop.label == 0, sop.label == 1
+    assert (sop.a_stop[in_order] == sop.b_start[in_order]).all()  # no cut at 512 tokens
+    assert (sop.b_stop[swapped] == sop.a_start[swapped]).all()
+    assert 0.4 < swapped.mean() < 0.6 and len(sop) > 100
+    nsp = pair_plans.plan_pairs(docs, lengths, starts, 512, 0.1, seed=0, epoch=0)
+    default = pair_plans.plan_pairs(docs, lengths, starts, 512, 0.1, 0, 0, False)
+    np.testing.assert_array_equal(nsp.b_start, default.b_start)
+    random_b = nsp.label == 1  # NSP's random B: mostly another document
+    assert (np.searchsorted(starts[[d.stop for d in docs]], nsp.b_start[random_b], side="right")
+            != np.searchsorted(starts[[d.stop for d in docs]], nsp.a_start[random_b],
+                               side="right")).mean() > 0.9
+
+
 def test_split_sentences():
     text = 'It was Mr. Knightley.  "Stop!" she said--Mrs.\nElton came. J. Smith wrote. OK?'
     assert split_sentences(text) == ['It was Mr. Knightley.', '"Stop!" she said--Mrs. Elton came.',

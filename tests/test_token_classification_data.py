@@ -36,6 +36,22 @@ def test_read_conll_docstart_columns_crlf_trailing_blanks(tmp_path):
     assert tags == [["B-ORG", "O", "B-MISC"], ["B-PER", "I-PER"], ["B-LOC"]]
 
 
+def test_read_conll_tag_column_choice(tmp_path):
+    """CoNLL-2003's columns: token POS chunk NER; the last (NER) unless a column is named."""
+    path = tmp_path / "train.conll"
+    path.write_bytes(CONLL.encode())
+    assert tc.read_conll(str(path), column=1)[1] == [["NNP", "VBZ", "JJ"], ["NNP", "NNP"],
+                                                     ["NNP"]]
+    assert tc.read_conll(str(path), column=2)[1][1] == ["B-NP", "I-NP"]
+    assert tc.read_conll(str(path), column=-1) == tc.read_conll(str(path))
+    splits = tc.load_splits(files={"train": str(path)}, conll_column=1)
+    assert splits["train"][2][0] == ["NNP", "VBZ", "JJ"]
+    for column in (4, 0, -4):  # past the last column, the token itself, before the token
+        with pytest.raises(BertJaxError, match=rf"train\.conll: line \d+: no tag column {column} "
+                                               r"\(the line has 4 columns"):
+            tc.read_conll(str(path), column=column)
+
+
 def test_read_conll_without_final_newline_two_columns(tmp_path):
     path = tmp_path / "pos.txt"
     path.write_text("The DT\nend NN\n\nHi UH", encoding="utf-8")

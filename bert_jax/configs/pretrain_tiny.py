@@ -34,6 +34,8 @@ def get_config() -> PretrainConfig:
         log_every=50,
         eval_every=1000,
         eval_batches=0,  # the whole held-out set
+        probe_file=bundled("fine_foods/train.csv"),  # at every evaluation, a linear probe on the
+        #   frozen features of 2,000 training reviews (never the test file): does it pay yet?
         checkpoint_every=500,
         keep_checkpoints=3,
     )

@@ -15,6 +15,11 @@ of the time (docs/fidelity.md). A corpus of one document works as the original: 
 tries at another document, a random-next segment comes from the same one. Each epoch draws new
 pairs: the original's dupe_factor, without writing the copies to disk.
 
+Sentence-order pairs (objective "mlm+sop", ALBERT's SOP, Lan et al. 2019) are the same chunks
+with B always the real continuation, and A and B swapped half the time (label 1 = swapped):
+the task cannot be solved by telling topics apart, as NSP mostly is, only by reading both
+segments' content in order. A chunk of one sentence (a document's last) makes no pair.
+
 Packed rows (objective "mlm", RoBERTa's FULL-SENTENCES) cut one stream — documents in an
 epoch-seeded order, each followed by [SEP] — into rows of max_seq_length - 2 tokens.
 """
@@ -44,16 +49,19 @@ class PairPlan:
 
 
 def plan_pairs(documents: Sequence[range], lengths: np.ndarray, starts: np.ndarray,
-               max_seq_length: int, short_seq_prob: float, seed: int, epoch: int) -> PairPlan:
-    """NSP pairs of one epoch. documents: sentence ranges (global sentence numbers, each range
-    consecutive); lengths (S,): tokens per sentence; starts (S + 1,): first token of each."""
+               max_seq_length: int, short_seq_prob: float, seed: int, epoch: int,
+               sentence_order: bool = False) -> PairPlan:
+    """NSP pairs of one epoch (SOP pairs with sentence_order). documents: sentence ranges
+    (global sentence numbers, each range consecutive); lengths (S,): tokens per sentence;
+    starts (S + 1,): first token of each."""
     rng = random.Random(f"pairs-{seed}-{epoch}")
     length_list = lengths.tolist()  # Python ints: far faster to index in the loop below
     max_tokens = max_seq_length - 3
     rows = array.array("q")  # 7 int64 a pair (not tuples: 8 bytes a value at corpus scale)
     docs = [d for d in documents if len(d)]
     for index, document in enumerate(docs):
-        _pairs_of_document(docs, index, length_list, max_tokens, short_seq_prob, rng, rows)
+        _pairs_of_document(docs, index, length_list, max_tokens, short_seq_prob, rng, rows,
+                           sentence_order)
     # a_start, a_end, b_start, b_end (sentences), label, a_cut, b_cut
     columns = np.frombuffer(rows, np.int64).reshape(-1, 7)
     starts = np.asarray(starts)
@@ -63,7 +71,8 @@ def plan_pairs(documents: Sequence[range], lengths: np.ndarray, starts: np.ndarr
     return PairPlan(a0, a1, b0, b1, columns[:, 4].astype(np.int8))
 
 
-def _pairs_of_document(docs, index, lengths, max_tokens, short_seq_prob, rng, rows):
+def _pairs_of_document(docs, index, lengths, max_tokens, short_seq_prob, rng, rows,
+                       sentence_order=False):
     document = docs[index]
     first, end = document.start, document.stop
     target = _target_length(max_tokens, short_seq_prob, rng)
@@ -75,7 +84,10 @@ def _pairs_of_document(docs, index, lengths, max_tokens, short_seq_prob, rng, ro
         if i == end - 1 or (chunk_length >= target and size >= 2):
             a_end = chunk_start + (rng.randint(1, size - 1) if size >= 2 else 1)
             a_length = sum(lengths[chunk_start:a_end])
-            if size == 1 or rng.random() < 0.5:
+            if sentence_order:
+                if size >= 2:
+                    _append_ordered(rows, chunk_start, a_end, i + 1, lengths, max_tokens, rng)
+            elif size == 1 or rng.random() < 0.5:
                 label = 1
                 target_b = target - a_length
                 for _ in range(10):  # try to avoid the document itself
@@ -95,11 +107,23 @@ def _pairs_of_document(docs, index, lengths, max_tokens, short_seq_prob, rng, ro
                 label = 0
                 b_start, b_end = a_end, i + 1
                 b_length = sum(lengths[a_end:i + 1])
-            a_cut, b_cut = truncation(a_length, b_length, max_tokens, rng)
-            rows.extend((chunk_start, a_end, b_start, b_end, label, a_cut, b_cut))
+            if not sentence_order:
+                a_cut, b_cut = truncation(a_length, b_length, max_tokens, rng)
+                rows.extend((chunk_start, a_end, b_start, b_end, label, a_cut, b_cut))
             chunk_start, chunk_length = i + 1, 0
             target = _target_length(max_tokens, short_seq_prob, rng)
         i += 1
+
+
+def _append_ordered(rows, a_start, a_end, b_end, lengths, max_tokens, rng):
+    """A sentence-order pair of sentences [a_start, a_end) and their continuation [a_end,
+    b_end): in order (label 0) or swapped (label 1), each segment truncated as NSP's."""
+    a_length, b_length = sum(lengths[a_start:a_end]), sum(lengths[a_end:b_end])
+    a_cut, b_cut = truncation(a_length, b_length, max_tokens, rng)
+    if rng.random() < 0.5:
+        rows.extend((a_start, a_end, a_end, b_end, 0, a_cut, b_cut))
+    else:
+        rows.extend((a_end, b_end, a_start, a_end, 1, b_cut, a_cut))
 
 
 def _target_length(max_tokens, short_seq_prob, rng):

@@ -20,7 +20,8 @@ from bert_jax.errors import BertJaxError
 
 log = logging.getLogger(__name__)
 
-OBJECTIVES = ("mlm+nsp", "mlm")
+OBJECTIVES = ("mlm+nsp", "mlm+sop", "mlm")
+PAIRED = ("mlm+nsp", "mlm+sop")  # objectives of sentence pairs and a [CLS] head
 _HELDOUT = "heldout"  # the plan "epoch" of the held-out rows: drawn once, fixed for the run
 
 
@@ -51,9 +52,10 @@ class PretrainingBatches:
         if epoch not in self._plans:
             heldout = epoch == _HELDOUT
             docs = self.heldout_docs if heldout else self.train_docs
-            if self.objective == "mlm+nsp":
+            if self.objective in PAIRED:
                 plan = pair_plans.plan_pairs(docs, self.data.sentence_lengths, self.data.starts,
-                                             self.length, self.short_seq_prob, self.seed, epoch)
+                                             self.length, self.short_seq_prob, self.seed, epoch,
+                                             sentence_order=self.objective == "mlm+sop")
             else:
                 tokens = np.array([self.data.starts[d.stop] - self.data.starts[d.start]
                                    for d in docs], np.int64)
@@ -174,7 +176,7 @@ def _check_documents(data: PreparedSet, objective: str) -> list[range]:
         raise BertJaxError(f"{where}: no text to make examples of (no tokens)")
     documents = [range(int(f), int(f + c)) for f, c in zip(data.doc_first, data.doc_count)]
     single = int((data.doc_count == 1).sum())
-    if objective == "mlm+nsp":
+    if objective in PAIRED:
         if single == len(documents):
             raise BertJaxError(f"{where}: every document is a single sentence, too short to "
                                f"make a real next-sentence pair")
@@ -194,7 +196,7 @@ def _whole(value, minimum: int) -> bool:
 
 def _check_params(objective, max_seq_length, short_seq_prob, eval_fraction, seed) -> None:
     """Refused here, in one line, rather than deep in a plan (a pair needs L - 3 ≥ 2 tokens)."""
-    least = 5 if objective == "mlm+nsp" else 3
+    least = 5 if objective in PAIRED else 3
     fraction = isinstance(eval_fraction, (int, float)) and not isinstance(eval_fraction, bool)
     probability = isinstance(short_seq_prob, (int, float)) and not isinstance(short_seq_prob,
                                                                                bool)

@@ -35,6 +35,9 @@ class FinetuneConfig:
     #   normal (transformers' plain normal; CoNLL NER F1 +2.5 over truncated, 5 seeds a side:
     #   bench/RESULTS.md) | truncated_normal (at 2σ, google-research/bert's; 0.88σ rms);
     #   a head the init checkpoint already has is kept as is
+    reinit_layers: int = 0  # > 0: the pooler and the top N encoder layers start at the
+    #   model's own init, not the checkpoint's (Zhang et al. 2021, "Revisiting Few-sample BERT
+    #   Fine-tuning": the top layers are the most task-specific to pretraining); same model
     # data: a hub dataset, or local files (csv, tsv, json, jsonl, parquet)
     dataset: str = ""  # `datasets` hub name, e.g. "glue", "name@revision" pinned ("" = local files)
     dataset_config: str = ""  # its configuration, e.g. "sst2"
@@ -53,6 +56,8 @@ class FinetuneConfig:
     # token classification: CoNLL text files (word first, tag last) or these list columns
     tokens_column: str = "tokens"
     tags_column: str = "tags"  # strings, or integers with ClassLabel names
+    conll_column: int = -1  # the tag column of CoNLL text (token first): -1 the last, as
+    #   CoNLL-2003's NER; 1 its part of speech, 2 its chunk
     # question answering (SQuAD json, or id/question/context/answers records)
     doc_stride: int = 128  # tokens shared by consecutive context windows (HF's stride)
     max_answer_length: int = 30  # in tokens
@@ -113,7 +118,7 @@ def validate(cfg: FinetuneConfig) -> FinetuneConfig:
         cfg, at_least_one=("max_seq_length", "epochs", "batch_size", "eval_batch_size",
                            "log_every", "checkpoint_every", "keep_checkpoints",
                            "max_answer_length", "n_best", "num_choices"),
-        non_negative=("seed", "doc_stride"),
+        non_negative=("seed", "doc_stride", "reinit_layers"),
         choices={"task": tuple(TASKS), "dtype": ("float32", "bfloat16"),
                  "head_init": HEAD_INITS,
                  "optimizer": ("adamw", "lamb"),

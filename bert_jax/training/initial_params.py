@@ -42,6 +42,23 @@ def with_head_init(params: dict, head: str, kind: str, std: float, key) -> dict:
     return {**params, head: traverse_util.unflatten_dict(redrawn)}
 
 
+def reinit_top(params: dict, fresh_encoder: dict, layers: int, where: str) -> dict:
+    """`params` (params["bert"] the encoder) with the pooler and the top `layers` encoder
+    layers taken from `fresh_encoder` (the model's own init for this seed), the rest as
+    loaded: Zhang et al. 2021's re-initialisation, the same architecture before and after."""
+    encoder = params["bert"]["encoder"]
+    count = sum(1 for name in encoder if name.startswith("layer_"))
+    if not 0 <= layers <= count:
+        raise BertJaxError(f"config.reinit_layers: expected 0 to {count} (the layers of "
+                           f"{where}), got {layers}")
+    bert = dict(params["bert"], encoder=dict(encoder))
+    for i in range(count - layers, count):
+        bert["encoder"][f"layer_{i}"] = fresh_encoder["encoder"][f"layer_{i}"]
+    if layers and "pooler" in bert and "pooler" in fresh_encoder:
+        bert["pooler"] = fresh_encoder["pooler"]
+    return dict(params, bert=bert)
+
+
 def sinusoids(positions: int, features: int, std: float) -> np.ndarray:
     """(positions, features) float32: sin / cos pairs at geometric wavelengths 2π … 10⁴·2π,
     scaled to root-mean-square `std`, the normal init's (a sin/cos pair's squares sum to 1)."""

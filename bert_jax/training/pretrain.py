@@ -27,7 +27,7 @@ from bert_jax.models import BertConfig, BertForPreTraining
 from bert_jax.runtime import multihost, rng, sharding
 from bert_jax.runtime.metric_writer import parameter_table
 from bert_jax.training import (initial_params, loop, losses, model_card, optim,
-                               pretrain_config, pretrain_corpus, run, run_record, steps,
+                               pretrain_config, pretrain_corpus, probe, run, run_record, steps,
                                time_budget)
 
 log = logging.getLogger("bert_jax")
@@ -83,8 +83,11 @@ def pretrain(cfg: pretrain_config.PretrainConfig, workdir: str) -> run.JobResult
             heldout_masking_spec(cfg, tok), lookup, cfg.objective), takes_key=True)
         count = run.num_eval_batches(len(heldout["input_ids"]), cfg.batch_size,
                                      cfg.eval_batches)
+        prober = probe.prober(cfg, config, tok, ctx.writer, main)
         evaluate = functools.partial(_evaluate, ctx, eval_fn, heldout, cfg.batch_size,
-                                     rng.eval_keys(ctx.key, count))
+                                     rng.eval_keys(ctx.key, count), prober)
+        if prober is not None and int(sharding.fetch(state.step)) == 0:
+            prober(0, state)  # the initial weights' score: what the run has to beat
         pc, pi = jax.process_count(), jax.process_index()
         phase = phase_of(cfg, clock)
         state = loop.run_steps(
@@ -165,6 +168,9 @@ def check_inputs(cfg: pretrain_config.PretrainConfig, workdir: str):
     params of cfg.init_from, or None when there is none or the run resumes (it never reads
     init_from then)."""
     pretrain_corpus.check(cfg)
+    if cfg.probe_file and not os.path.isfile(cfg.probe_file):
+        raise BertJaxError(f"config.probe_file {cfg.probe_file}: file not found (a labelled "
+                           f"csv / tsv / json / jsonl / parquet file)")
     own = _own_vocab(workdir)
     source = cfg.vocab or (own if os.path.isfile(own) else "") or pretrain_corpus.vocab_of_set(cfg)
     if source:
@@ -297,18 +303,20 @@ def examples(cfg, tok):
     return data, heldout
 
 
-def _evaluate(ctx, eval_fn, heldout, batch_size, keys, state) -> dict[str, float]:
+def _evaluate(ctx, eval_fn, heldout, batch_size, keys, prober, state) -> dict[str, float]:
     """Held-out MLM / NSP accuracy and perplexity over len(keys) batches (the last one may be
-    partial: its padding rows weigh nothing)."""
-    if not keys:
-        return {}
-    per_batch, _ = run.eval_outputs(ctx, eval_fn, state, heldout, batch_size, keys=keys,
-                                    max_batches=len(keys))
-    values = losses.total_loss(losses.means(functools.reduce(losses.add, per_batch)))
-    values["mlm_perplexity"] = float(np.exp(values["mlm_loss"]))
+    partial: its padding rows weigh nothing), and the probe's score (probe/<name>)."""
     step = int(sharding.fetch(state.step))
-    ctx.writer.write(step, "eval", values)
-    log.info("eval step %d: %s", step, summary(values))
+    values = {}
+    if keys:
+        per_batch, _ = run.eval_outputs(ctx, eval_fn, state, heldout, batch_size, keys=keys,
+                                        max_batches=len(keys))
+        values = losses.total_loss(losses.means(functools.reduce(losses.add, per_batch)))
+        values["mlm_perplexity"] = float(np.exp(values["mlm_loss"]))
+        ctx.writer.write(step, "eval", values)
+        log.info("eval step %d: %s", step, summary(values))
+    if prober is not None:
+        values.update({f"probe/{k}": v for k, v in prober(step, state).items()})
     return values
 
 

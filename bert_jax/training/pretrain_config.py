@@ -33,7 +33,8 @@ class PretrainConfig:
     dtype: str = "float32"  # computation dtype: float32 | bfloat16 (params stay float32)
     remat: bool = False  # recompute each layer in the backward pass: less memory, more time
     dropout: Optional[float] = None  # hidden and attention dropout; None keeps the model's (0.1)
-    objective: str = "mlm+nsp"  # mlm+nsp: sentence pairs, MLM + NSP | mlm: packed rows, MLM only
+    objective: str = "mlm+nsp"  # mlm+nsp: sentence pairs, MLM + NSP | mlm+sop: pairs in or out
+    #   of order, MLM + ALBERT's sentence-order prediction | mlm: packed rows, MLM only
     position_init: str = "normal"  # normal (the original) | sinusoidal (a start, still learned)
     initializer_range: Optional[float] = None  # σ of the weights' init; None keeps the model's
     position_scale: float = 1.0  # the position embeddings' init times this
@@ -85,6 +86,12 @@ class PretrainConfig:
     log_every: int = 50  # steps between metric logs
     eval_every: int = 500  # steps between held-out evaluations (0 = only at the end)
     eval_batches: int = 20  # held-out batches per evaluation (0 = all)
+    probe_file: str = ""  # a labelled text file (csv / jsonl …): at every evaluation a linear
+    #   probe on the frozen, mean-pooled features (fit on half, MCC on the other half), logged
+    #   as probe/<name> — whether what the run learns helps a task, while it trains
+    probe_examples: int = 2000  # rows of probe_file used (the first ones)
+    probe_text_column: str = "text"
+    probe_label_column: str = "label"
     checkpoint_every: int = 500  # steps between checkpoints
     keep_checkpoints: int = 3  # checkpoints kept on disk
     checkpoint_dir: str = ""  # "" = WORKDIR/checkpoints; several processes need one they share
@@ -107,9 +114,10 @@ class PretrainConfig:
 # checkpoint at other intervals, tokenise with other workers, keep checkpoints elsewhere. Every
 # other field changes what the run computes, and a resume with another value is refused.
 RESUMABLE = ("steps", "time_budget_minutes", "log_every", "eval_every", "eval_batches",
-             "checkpoint_every", "keep_checkpoints", "checkpoint_dir", "prepare_workers")
+             "checkpoint_every", "keep_checkpoints", "checkpoint_dir", "prepare_workers",
+             "probe_file", "probe_examples", "probe_text_column", "probe_label_column")
 _POSITIVE = ("vocab_size", "max_seq_length", "batch_size", "grad_accum_steps", "steps",
-             "log_every", "checkpoint_every", "keep_checkpoints")
+             "log_every", "checkpoint_every", "keep_checkpoints", "probe_examples")
 _NON_NEGATIVE = ("warmup_steps", "data_seed", "seed", "eval_every", "eval_batches",
                  "prepare_workers", "max_predictions_per_seq", "phase1_seq_length",
                  "mimetic_heads", "mimetic_layers")
@@ -149,7 +157,8 @@ def validate(cfg: PretrainConfig) -> PretrainConfig:
         raise BertJaxError(f"config.masked_lm_prob: expected a value in (0, 1), got "
                            f"{cfg.masked_lm_prob}")
     if cfg.objective not in OBJECTIVES:
-        raise BertJaxError(f"config.objective: expected mlm+nsp or mlm, got {cfg.objective!r}")
+        raise BertJaxError(f"config.objective: expected {', '.join(OBJECTIVES)}, got "
+                           f"{cfg.objective!r}")
     if not cfg.text_field:
         raise BertJaxError("config.text_field: expected a non-empty field name, got ''")
     if cfg.dupe_factor != 1:  # reset to 1, so validating the result again warns no more

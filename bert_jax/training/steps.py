@@ -14,7 +14,7 @@ import optax
 from flax.training import train_state
 
 from bert_jax.data import masking
-from bert_jax.data.pretraining_batches import OBJECTIVES
+from bert_jax.data.pretraining_batches import OBJECTIVES, PAIRED
 from bert_jax.errors import BertJaxError
 from bert_jax.runtime import rng
 from bert_jax.training import losses, optim
@@ -136,10 +136,11 @@ def make_pretrain_step(spec: masking.MaskingSpec, schedule: Callable, grad_accum
 
 
 def _uses_nsp(objective: str) -> bool:
-    """True for "mlm+nsp", False for "mlm"; anything else is refused."""
+    """True for the pair objectives (mlm+nsp, mlm+sop: the same binary [CLS] head, whose
+    nsp_* metrics are then sentence order's), False for "mlm"; anything else is refused."""
     if objective not in OBJECTIVES:
-        raise BertJaxError(f"objective: expected mlm+nsp or mlm, got {objective!r}")
-    return objective == "mlm+nsp"
+        raise BertJaxError(f"objective: expected {', '.join(OBJECTIVES)}, got {objective!r}")
+    return objective in PAIRED
 
 
 def pretraining_metrics(apply_fn, params, batch: dict, deterministic: bool, dropout_key=None,

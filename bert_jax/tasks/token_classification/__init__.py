@@ -24,7 +24,8 @@ CONLL_TYPES = (".conll", ".txt", ".iob", ".bio", ".tsv")  # CoNLL text: a word p
 
 def load(cfg, tok) -> TaskData:
     splits = data.load_splits(cfg.dataset, cfg.dataset_config, split_files(cfg),
-                              cfg.tokens_column, cfg.tags_column)
+                              cfg.tokens_column, cfg.tags_column,
+                              conll_column=cfg.conll_column)
     require_train(splits)
     names = data.tag_names(splits["train"][2])
     if len(names) < 2:

@@ -31,8 +31,10 @@ _TABLE_TYPES = (".csv", ".tsv", ".json", ".jsonl", ".parquet")
 
 # -- read --------------------------------------------------------------------------------------
 
-def read_conll(path: str, tags: bool = True) -> tuple[list[list[str]], list[list[str]]]:
-    """(sentences, tags) of a CoNLL file: token = first column, tag = last column.
+def read_conll(path: str, tags: bool = True, column: int = -1
+               ) -> tuple[list[list[str]], list[list[str]]]:
+    """(sentences, tags) of a CoNLL file: token = first column, tag = column `column` (0-based;
+    -1, the last, is CoNLL-2003's NER; 1 its part of speech, 2 its chunk).
 
     Blank lines end sentences; -DOCSTART- lines are document breaks, not words. Any
     whitespace separates columns (CoNLL-2003 uses spaces, CoNLL-U style files tabs).
@@ -54,9 +56,13 @@ def read_conll(path: str, tags: bool = True) -> tuple[list[list[str]], list[list
         if len(columns) == 1 and want_tags:
             raise BertJaxError(f"{path}: line {number}: expected a token and a tag separated "
                                f"by whitespace, got one column {line.strip()!r}")
+        if want_tags and not (column < len(columns) and column >= -len(columns) + 1
+                              and column != 0):
+            raise BertJaxError(f"{path}: line {number}: no tag column {column} (the line has "
+                               f"{len(columns)} columns, the token first): {line.strip()!r}")
         words.append(columns[0])
         if want_tags:
-            labels.append(columns[-1])
+            labels.append(columns[column])
     if words:
         sentences.append(words)
         tags.append(labels)
@@ -67,7 +73,7 @@ def read_conll(path: str, tags: bool = True) -> tuple[list[list[str]], list[list
 
 def load_splits(dataset: str = "", dataset_config: str = "", files: Optional[dict] = None,
                 tokens_column: str = "tokens", tags_column: str = "tags",
-                repair_iob1: bool = True
+                repair_iob1: bool = True, conll_column: int = -1
                 ) -> dict[str, tuple[str, list[list[str]], list[list[str]]]]:
     """{split: (name for messages, sentences, tags)}, words and tags as strings.
 
@@ -75,6 +81,7 @@ def load_splits(dataset: str = "", dataset_config: str = "", files: Optional[dic
     tokens and one of tags; any other extension is CoNLL text. With `dataset`, a hub dataset
     (its `files` keys, if any, choose the splits). Integer tags of a Sequence(ClassLabel)
     feature become their names (conll2003's ner_tags); other integer tags stay as "0", "1"….
+    conll_column: which column of a CoNLL file holds the tags (read_conll's `column`).
     repair_iob1: a split tagged IOB1 (the original CoNLL-2003 files start entities with I-)
     is rewritten as IOB2, with a warning, because strict IOB2 scoring ignores I- starts.
     """
@@ -85,7 +92,7 @@ def load_splits(dataset: str = "", dataset_config: str = "", files: Optional[dic
         read = {}
         for split, path in (files or {}).items():
             if path and os.path.splitext(path)[1].lower() not in _TABLE_TYPES:
-                read[split] = (path, read_conll(path))
+                read[split] = (path, read_conll(path, column=conll_column))
             elif path:
                 read[split] = (path, tables.read_table(path))
     out = {}

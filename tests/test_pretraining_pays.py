@@ -1,0 +1,102 @@
+"""bench/pretraining_pays.py: the random arm is transformers' own BERT init at the export's shape
+and vocabulary; the splits are fixed, disjoint and nested; a rate is picked on dev, never on
+the test file; the paired difference is the paired t-test's."""
+
+import csv
+import math
+import os
+
+import pytest
+from conftest import ROOT, bench_module, make_hf_model
+
+pays = bench_module("pretraining_pays")
+
+
+def test_random_arm_is_transformers_init_at_the_exports_shape_and_vocabulary(tmp_path):
+    import torch
+    import transformers
+    export = tmp_path / "export"
+    make_hf_model(export, vocab_size=97, hidden_size=32)
+    (export / "vocab.txt").write_text("\n".join(f"w{i}" for i in range(97)), encoding="utf-8")
+    out = pays.random_model(str(export), 3, str(tmp_path / "random-3"))
+    got = transformers.BertForPreTraining.from_pretrained(out)
+    config = transformers.BertConfig.from_json_file(str(export / "config.json"))
+    torch.manual_seed(3)
+    want = transformers.BertForPreTraining(config)
+    assert got.config.to_diff_dict() == want.config.to_diff_dict()
+    assert (export / "vocab.txt").read_bytes() == open(os.path.join(out, "vocab.txt"), "rb").read()
+    got_state, want_state = got.state_dict(), want.state_dict()
+    assert got_state.keys() == want_state.keys()
+    for name, tensor in want_state.items():
+        assert torch.equal(got_state[name], tensor), name
+    # not the export's weights, and another seed is another draw
+    exported = transformers.BertForPreTraining.from_pretrained(str(export)).state_dict()
+    name = "bert.encoder.layer.0.attention.self.query.weight"
+    assert not torch.equal(got_state[name], exported[name])
+    other = transformers.BertForPreTraining.from_pretrained(
+        pays.random_model(str(export), 4, str(tmp_path / "random-4"))).state_dict()
+    assert not torch.equal(other[name], got_state[name])
+    assert abs(float(got_state[name].std()) - config.initializer_range) < 0.005
+
+
+def test_fine_foods_splits_are_fixed_disjoint_and_nested(tmp_path):
+    def rows(path):
+        with open(path, encoding="utf-8", newline="") as f:
+            return [(r["text"], r["label"]) for r in csv.DictReader(f)]
+    small = pays.fine_foods_split(str(tmp_path), 250)
+    large = pays.fine_foods_split(str(tmp_path / "again"), 3000)
+    train_small, train_large = rows(small["train"]), rows(large["train"])
+    dev = rows(small["validation"])
+    assert len(train_small) == 250 and len(train_large) == 3000 and len(dev) == 1000
+    assert dev == rows(large["validation"])  # the dev split does not move with the label count
+    assert train_small == train_large[:250]  # nested
+    everything = rows(os.path.join(ROOT, "data", "fine_foods", "train.csv"))
+    assert sorted(train_large + dev) == sorted(everything)  # disjoint, and all 4,000 used
+    assert small["test"].endswith(os.path.join("fine_foods", "test.csv"))
+    assert {label for _, label in train_small} == {"great", "other"}
+    with pytest.raises(SystemExit, match="fine_foods:3001: expected 1 to 3000"):
+        pays.fine_foods_split(str(tmp_path), 3001)
+
+
+def _row(arm, rate, seed, dev, test, task="fine_foods", labels=250, recipe="default"):
+    key = pays.HEADLINE[task]
+    return {"recipe": recipe, "task": task, "labels": labels, "arm": arm, "rate": rate,
+            "seed": seed, "dev": {key: dev}, "test": {key: test}}
+
+
+def test_rate_is_picked_on_dev_over_the_seeds_every_rate_ran():
+    rows = [_row("random", 1e-4, s, dev=0.5, test=0.9) for s in range(3)]  # best on test
+    rows += [_row("random", 1e-3, s, dev=0.6, test=0.1) for s in range(3)]  # best on dev
+    rows += [_row("random", 3e-4, 0, dev=0.99, test=0.5)]  # best on seed 0, the one all ran
+    assert pays.pick_rate(rows, "mcc") == (3e-4, [0])
+    rows += [_row("random", 3e-4, 1, dev=0.0, test=0.5)]
+    rate, seeds = pays.pick_rate(rows, "mcc")
+    assert seeds == [0, 1] and rate == 1e-3  # means over seeds 0, 1: 0.5, 0.6, 0.495
+
+
+def test_paired_difference_and_p_over_the_common_seeds():
+    from scipy import stats
+    pre = [0.40, 0.42, 0.45, 0.41, 0.44]
+    ran = [0.30, 0.35, 0.33, 0.36, 0.31]
+    rows = [_row("pretrained", 3e-4, s, dev=0.5, test=v) for s, v in enumerate(pre)]
+    rows += [_row("random", 1e-3, s, dev=0.5, test=v) for s, v in enumerate(ran)]
+    rows += [_row("random", 1e-3, 9, dev=0.5, test=0.0)]  # unpaired: not in the difference
+    cell = pays.summarise(rows)["default"]["fine_foods-250"]
+    d = cell["pretrained - random"]
+    assert d["seeds"] == [0, 1, 2, 3, 4] and d["wins"] == 5
+    assert math.isclose(d["mean"], sum(a - b for a, b in zip(pre, ran)) / 5)
+    assert math.isclose(d["paired_p"], stats.ttest_rel(pre, ran).pvalue)
+    assert cell["random"]["seeds"] == [0, 1, 2, 3, 4, 9]
+    assert math.isclose(cell["pretrained"]["test_mean"], sum(pre) / 5)
+    assert "| fine_foods (mcc ×100) | 250 | 42.4 ± 2.1 (0.0003) |" in pays.table(pays.summarise(rows))
+
+
+def test_frequent_tag_baseline_on_a_small_conll_file(tmp_path):
+    train = tmp_path / "train.txt"
+    train.write_text("The DT B-NP O\ndog NN I-NP O\nruns VBZ B-VP O\n\n"
+                     "the DT B-NP O\nruns NNS I-NP O\nruns VBZ B-VP O\n\n", encoding="utf-8")
+    test = tmp_path / "test.txt"
+    test.write_text("THE DT B-NP O\nruns VBZ B-VP O\ncat NN I-NP O\n\n", encoding="utf-8")
+    base = pays.frequent_tag_baseline({"train": str(train), "test": str(test)})
+    # the → DT, runs → VBZ (2 of 3), cat unseen → the commonest tag (DT, VBZ tie: DT first)
+    assert base["test"] == pytest.approx(2 / 3)
