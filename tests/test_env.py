@@ -49,3 +49,13 @@ def test_the_record_is_written_beside_a_figure(tmp_path):
     path = environment.write_beside(str(tmp_path / "curve.png"))
     assert path == str(tmp_path / "curve.env.json")
     assert json.load(open(path))["versions"]["bert_jax"] == resources.VERSION
+
+
+def test_the_record_under_a_results_table_is_one_collapsed_block():
+    """What bench_pretrain / bench_inference append under their RESULTS.md tables."""
+    env = environment.record()
+    block = environment.markdown(env)
+    assert block.startswith("<details><summary>environment (bert-jax env)</summary>\n\n")
+    assert block.endswith("\n</details>\n")
+    assert [line[2:] for line in block.splitlines() if line.startswith("- ")] == \
+        environment.lines(env)

@@ -94,6 +94,12 @@ def lines(env: dict) -> list[str]:
             f"memory: {memory / 2**30:.1f} GiB" if memory else "memory: unknown"]
 
 
+def markdown(env: dict) -> str:
+    """The record as one collapsed block under a table appended to a results file."""
+    return ("<details><summary>environment (bert-jax env)</summary>\n\n"
+            + "".join(f"- {line}\n" for line in lines(env)) + "\n</details>\n")
+
+
 def write_beside(path: str) -> str:
     """Write the record beside a saved result (a figure, a table): FIGURE_STEM.env.json, so
     that no figure lacks its machine. Returns the record's path."""
