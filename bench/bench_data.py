@@ -205,6 +205,8 @@ def main():
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(rows, f, indent=1)
+            from bert_jax.runtime import environment
+            environment.write_beside(args.json)  # the machine and versions behind the rows
     else:
         stage_table(args.files, vocab, args.batch_size, args.steps)
 

@@ -240,8 +240,9 @@ def main() -> None:
     table = format_tables(forward, jobs, args)
     print(table)
     if args.write:
-        with open(os.path.join(HERE, "RESULTS.md"), "a") as f:
-            f.write("\n" + table)
+        from bert_jax.runtime import environment
+        with open(os.path.join(HERE, "RESULTS.md"), "a") as f:  # the table and its machine
+            f.write("\n" + table + "\n" + environment.markdown(environment.record()))
 
 
 if __name__ == "__main__":

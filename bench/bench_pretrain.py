@@ -281,8 +281,9 @@ def main() -> None:
                          transformers.__version__, args)
     print(table)
     if args.write:
+        from bert_jax.runtime import environment
         with open(os.path.join(os.path.dirname(__file__), "RESULTS.md"), "a") as f:
-            f.write("\n" + table + "\n")
+            f.write("\n" + table + "\n\n" + environment.markdown(environment.record()))
 
 
 def format_table(rows, ceiling, jax_v, torch_v, tf_v, args) -> str:

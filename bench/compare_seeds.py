@@ -289,9 +289,10 @@ def main(argv=None) -> int:
                         shutil.rmtree(workdir)  # checkpoints: hundreds of MB a run
                     else:
                         scores = run_hf(recipe, folder, start, seed, log, args.threads)
+                    from bert_jax.runtime import environment
                     record = {"task": args.task, "arm": arm, "side": side, "seed": seed,
                               "init": start, "wall_seconds": round(time.time() - t0, 1),
-                              "scores": scores}
+                              "scores": scores, "environment": environment.record()}
                     with open(result + ".tmp", "w", encoding="utf-8") as f:
                         json.dump(record, f, indent=1)
                     os.replace(result + ".tmp", result)

@@ -486,6 +486,8 @@ def write_summary(args) -> dict:
         json.dump(summary, f, indent=1)
     if summary:
         picture(summary, os.path.join(args.results, "pays.png"))
+        from bert_jax.runtime import environment
+        environment.write_beside(os.path.join(args.results, "pays.png"))  # the figure's machine
     return summary
 
 

@@ -220,6 +220,8 @@ def main() -> None:
                 "ours": t_ours * 1e3, "hf": t_theirs * 1e3},
                 "ours": {"classes": ours_cls, "regions": ours_regions, "ops": ours_ops},
                 "hf": {"classes": theirs_cls, "ops": theirs_ops}}, f, indent=1)
+        from bert_jax.runtime import environment
+        environment.write_beside(args.json)  # the machine and versions behind the figures
 
 
 if __name__ == "__main__":

@@ -597,6 +597,7 @@ def _safe(label: str) -> str:
 
 
 def write_outputs(curves: list, stem: str, title: str, target: float = 0.0) -> None:
+    from bert_jax.runtime import environment
     with open(stem + ".json", "w", encoding="utf-8") as f:
         json.dump({"title": title, "cpu": cpu_flags(), "curves": curves, "target": target},
                   f, indent=1)
@@ -604,8 +605,9 @@ def write_outputs(curves: list, stem: str, title: str, target: float = 0.0) -> N
     with open(stem + ".md", "w", encoding="utf-8") as f:
         f.write(f"{title}\n\n{text}")
     plot(curves, stem + ".png", title)
+    environment.write_beside(stem + ".png")  # the machine and versions behind the figure
     print(text)
-    print(f"wrote {stem}.json, .md and .png")
+    print(f"wrote {stem}.json, .md, .png and {environment.SUFFIX}")
 
 
 if __name__ == "__main__":

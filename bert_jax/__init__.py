@@ -1,7 +1,8 @@
 """bert_jax: BERT in JAX/Flax Linen — model, pretraining, fine-tuning, Hugging Face conversion.
 
 Subpackages, lowest layer first (a module imports only from its own layer and those below):
-models/ops → models → data → checkpoints → runtime → inference → tasks → training → cli.
+resources → models/ops → models → data → checkpoints → runtime → inference → tasks → training →
+configs → cli.
 
 The names below load on first use (PEP 562), so that `bert_jax.data` alone — in a data
 preparation worker process, say — does not import JAX.
@@ -13,6 +14,8 @@ import importlib
 from typing import TYPE_CHECKING
 
 from bert_jax.errors import BertJaxError
+
+from bert_jax.resources import VERSION as __version__  # noqa: F401
 
 _LAZY = {"load_pretrained": "bert_jax.checkpoints.model_dir",
          **{name: "bert_jax.models" for name in (

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bert_jax.checkpoints import paths
+from bert_jax.checkpoints import hub, paths
 from bert_jax.checkpoints.model_dir import load_pretrained
 from bert_jax.data import batches, buckets, tokenizer
 from bert_jax.errors import BertJaxError
@@ -38,7 +38,9 @@ def require_head(params, head: str, where: str = "") -> None:
 
 def load(path: str, head: str = ""):
     """(config, params, tokenizer) of a model directory; `head` ("classifier", "predictions")
-    is required to be there, refused naming the directory before any input is read."""
+    is required to be there, refused naming the directory before any input is read. A Hub id
+    `org/name[@revision]` names its snapshot (a local path wins)."""
+    path = hub.local_model(path)
     config, params = load_pretrained(path)
     if head:
         require_head(params, head, paths.model_path(path))

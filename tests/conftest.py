@@ -23,6 +23,16 @@ MIN_COMPILE_SECONDS = 1.0  # the CLI keeps compiles over a second (bert_jax/cli/
 
 
 @pytest.fixture(scope="session", autouse=True)
+def user_cache(tmp_path_factory):
+    """The user cache (prepared data; resources.cache_dir) in pytest's temporary directory for
+    the session and its subprocesses: a run starts cold and never reads ~/.cache."""
+    path = str(tmp_path_factory.mktemp("user_cache"))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("BERT_JAX_CACHE", path)
+        yield path
+
+
+@pytest.fixture(scope="session", autouse=True)
 def xla_cache(tmp_path_factory):
     """One persistent XLA compilation cache for the whole session, empty at its start (it lives
     in pytest's temporary directory, so CI starts cold): a program compiled once, in this process
@@ -143,6 +153,6 @@ def train_here(workdir, overrides, *extra):
     as "resuming from …") in caplog."""
     from bert_jax import cli
     with pytest.MonkeyPatch.context() as mp:
-        mp.chdir(ROOT)  # where train() runs: the same prepared-data cache
+        mp.chdir(ROOT)  # where train() runs
         return cli.main(["pretrain", "--config", CONFIG, "--workdir", str(workdir),
                          *map(str, overrides), *map(str, extra)])

@@ -454,3 +454,20 @@ def test_trimmed_length_is_the_global_batchs_bucket():
     choices["attention_mask"][1, 2, :40] = 1
     assert list(batches.row_lengths(choices)) == [0, 40, 0, 0]
     assert batches.cut_to(choices, 48)["input_ids"].shape == (4, 3, 48)
+
+
+def test_the_export_has_a_model_card_with_the_runs_scores(run, monkeypatch):
+    """README.md in the export: huggingface_hub parses its header offline, and its model-index
+    holds metrics.json's validation (best epoch) and test scores."""
+    from huggingface_hub import ModelCard
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    workdir, _ = run
+    saved = json.load(open(workdir / "metrics.json"))
+    card = ModelCard.load(str(workdir / "export" / "README.md"))
+    assert card.data.pipeline_tag == "text-classification" and card.data.library_name == \
+        "transformers"
+    found = {(r.dataset_split, r.metric_type): r.metric_value for r in card.data.eval_results}
+    assert found == {(split, name): saved[split][name] for split in ("validation", "test")
+                     for name in ("accuracy", "macro_f1", "mcc")}
+    assert "BertForSequenceClassification.from_pretrained" in card.text
+    assert f"the kept epoch {saved['best_epoch']}" in card.text and "8 steps" in card.text

@@ -193,3 +193,15 @@ def test_unknown_task_is_one_line(init, tmp_path, capsys):
         "bert-jax glue: error: --tasks: unknown GLUE task 'squad'; expected some of "
         + ", ".join(benchmark.BENCHMARK) + "")
     assert not (tmp_path / "w").exists()
+
+
+def test_each_runs_export_has_a_model_card_with_its_official_scores(run, monkeypatch):
+    from huggingface_hub import ModelCard
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    work, results = run
+    for name, found in results["tasks"].items():
+        best = found["best"]
+        card = ModelCard.load(str(work / best["run"] / "export" / "README.md"))
+        values = {r.metric_type: r.metric_value for r in card.data.eval_results}
+        assert values == best["scores"], name
+        assert {r.dataset_config for r in card.data.eval_results} == {name}

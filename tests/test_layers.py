@@ -1,7 +1,7 @@
 """The package's shape: lower layers never import higher ones, and no module outgrows a read.
 
-Layers, lowest first: errors, json_limits, models/ops, models, data, checkpoints, runtime, inference, tasks,
-training, cli.
+Layers, lowest first: errors, json_limits, resources, models/ops, models, data, checkpoints,
+runtime, inference, tasks, training, configs (the bundled run configs), cli.
 Every `import` in every module (function-level ones included) is checked, so a shortcut from,
 say, data/ into training/ fails here rather than in a reviewer's head.
 """
@@ -13,8 +13,8 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE = os.path.join(ROOT, "bert_jax")
-LAYERS = ["errors", "json_limits", "models.ops", "models", "data", "checkpoints", "runtime", "inference", "tasks",
-          "training", "cli"]
+LAYERS = ["errors", "json_limits", "resources", "models.ops", "models", "data", "checkpoints",
+          "runtime", "inference", "tasks", "training", "configs", "cli"]
 MAX_LINES = 350
 
 

@@ -172,6 +172,24 @@ def test_packed_mlm_objective_trains_without_nsp_and_fills_its_rows(setup, tmp_p
     assert hf.config.vocab_size == BertConfig.from_json_file(str(base / "model.json")).vocab_size
 
 
+def test_the_export_has_a_model_card_with_the_runs_scores(one_device_run, monkeypatch):
+    """README.md in the export: the Hub's header (huggingface_hub parses it, offline) whose
+    model-index holds the final held-out scores of metrics.jsonl."""
+    from huggingface_hub import ModelCard
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    card = ModelCard.load(str(one_device_run / "export" / "README.md"))
+    final = [r for r in map(json.loads, open(one_device_run / "metrics.jsonl"))
+             if r["split"] == "eval"][-1]
+    assert (card.data.library_name, card.data.pipeline_tag) == ("transformers", "fill-mask")
+    assert "bert_jax" in card.data.tags and card.data.base_model is None  # a local start
+    scores = {r.metric_name: r.metric_value for r in card.data.eval_results}
+    assert scores == {"held-out MLM accuracy": final["mlm_accuracy"],
+                      "held-out MLM perplexity": final["mlm_perplexity"],
+                      "held-out NSP accuracy": final["nsp_accuracy"]}
+    assert "for 5 steps" in card.text and "BertForPreTraining.from_pretrained" in card.text
+    assert "load_pretrained" in card.text and "Machine: " in card.text
+
+
 def test_sentence_order_objective_trains_its_head_on_in_and_out_of_order_pairs(setup, tmp_path):
     """objective="mlm+sop" end to end: the [CLS] head's loss and held-out accuracy are logged
     (as nsp_*), and the export is a BertForPreTraining (the pairs: test_pretraining_data)."""

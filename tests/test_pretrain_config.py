@@ -42,8 +42,8 @@ def test_new_fields_default_to_the_papers_run_on_train_files():
 
 
 @pytest.mark.parametrize("changes, message", [
-    ({"objective": "nsp"}, "config.objective: expected mlm+nsp or mlm, got 'nsp'"),
-    ({"objective": "MLM"}, "config.objective: expected mlm+nsp or mlm, got 'MLM'"),
+    ({"objective": "nsp"}, "config.objective: expected mlm+nsp, mlm+sop, mlm, got 'nsp'"),
+    ({"objective": "MLM"}, "config.objective: expected mlm+nsp, mlm+sop, mlm, got 'MLM'"),
     ({"prepare_workers": -1}, "config.prepare_workers: expected an integer ≥ 0, got -1"),
     ({"prepare_workers": 2.0}, "config.prepare_workers: expected int, got 2.0"),
     ({"text_field": ""}, "config.text_field: expected a non-empty field name, got ''"),
@@ -87,11 +87,16 @@ def test_the_default_run_uses_the_bundled_vocabulary_of_its_corpus():
     repeats exactly."""
     import os
 
+    from bert_jax import resources
     from bert_jax.data import tokenizer
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     cfg = pretrain_config.load_config(os.path.join(root, "configs", "pretrain_tiny.py"))
-    assert cfg.vocab == "data/austen/vocab" and cfg.train_files == "data/austen/*.txt"
-    tok = tokenizer.load(os.path.join(root, cfg.vocab))
+    # inside the package, whatever the working directory; named as saved runs name them
+    assert cfg.vocab == os.path.join(resources.BUNDLED, "austen", "vocab")
+    assert cfg.train_files == os.path.join(resources.BUNDLED, "austen", "*.txt")
+    assert (resources.portable(cfg.vocab), resources.portable(cfg.train_files)) == (
+        "data/austen/vocab", "data/austen/*.txt")
+    tok = tokenizer.load(cfg.vocab)
     assert tok.get_vocab_size(with_added_tokens=True) == cfg.vocab_size == 8192
     ids = tok.encode("Emma Woodhouse, handsome, clever, and rich").ids
     assert [tok.id_to_token(i) for i in ids] == [

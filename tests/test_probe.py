@@ -51,10 +51,12 @@ def test_a_missing_probe_file_is_refused_before_any_work(pretrain_setup, tmp_pat
 def test_the_default_run_probes_fine_foods_training_reviews_never_the_test_file():
     import os
 
-    from conftest import CONFIG, ROOT
+    from conftest import CONFIG
 
+    from bert_jax import resources
     from bert_jax.training.config_files import run_config_file
     cfg = run_config_file(CONFIG)
-    assert cfg.probe_file == "data/fine_foods/train.csv" and cfg.probe_examples == 2000
-    assert os.path.isfile(os.path.join(ROOT, cfg.probe_file))
+    # the package's copy, found from any working directory
+    assert resources.portable(cfg.probe_file) == "data/fine_foods/train.csv"
+    assert cfg.probe_examples == 2000 and os.path.isfile(cfg.probe_file)
     assert probe.probe_name(cfg.probe_file) == "fine_foods"

@@ -39,6 +39,8 @@ def test_harness_runs_both_frameworks_on_identical_heldout_masks(pretrain_setup,
     assert abs(first_ours["nsp_loss"] - first_hf["nsp_loss"]) < 1e-4
     assert os.path.getsize(tmp_path / "smoke.png") > 10_000
     assert "| ours smoke |" in open(tmp_path / "smoke.md").read()
+    env = json.load(open(tmp_path / "smoke.env.json"))  # the figure's machine, beside it
+    assert env["versions"]["jax"] and env["cpu"]["cores"] == os.cpu_count()
 
 
 def test_table_reports_accuracy_at_marks_and_minutes_to_the_reference():

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bert_jax.checkpoints import paths
+from bert_jax.checkpoints import hub, paths
 from bert_jax.checkpoints.atomic import atomic_directory
 from bert_jax.checkpoints.huggingface import (check_layers, check_shapes, copy_vocab_files,
                                               load_hf, named_architecture, to_state_dict)
@@ -104,10 +104,12 @@ def _check_metadata(config: BertConfig, meta: dict, name: Optional[str]) -> None
 
 def load_pretrained(path: str) -> tuple[BertConfig, dict]:
     """(config, params) from our model directory, a pretraining workdir (its latest checkpoint),
-    a fine-tuning workdir (its best epoch) or a Hugging Face BERT directory.
+    a fine-tuning workdir (its best epoch) or a Hugging Face BERT directory; or a Hub id
+    `org/name[@revision]` naming one (checkpoints/hub.py; a local path wins).
 
     params["bert"] always holds the BertModel parameters; heads sit under their own keys.
     """
+    path = hub.local_model(path)
     found = paths.require_kind(path)
     if found == paths.PRETRAIN_WORKDIR:
         config = BertConfig.from_json_file(os.path.join(path, paths.CONFIG))

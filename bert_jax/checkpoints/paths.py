@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 from typing import Optional
 
+from bert_jax.checkpoints import hub
 from bert_jax.errors import BertJaxError
 
 CONFIG = "config.json"
@@ -95,7 +96,9 @@ def model_path(path: str) -> str:
 
 
 def vocab_dir(path: str) -> str:
-    """The directory holding a model's vocabulary files (vocab.txt / tokenizer.json)."""
+    """The directory holding a model's vocabulary files (vocab.txt / tokenizer.json); a Hub id's
+    is its snapshot's."""
+    path = hub.local_model(path)
     found = kind(path)
     if found == PRETRAIN_WORKDIR or (found is None and os.path.isdir(os.path.join(path, VOCAB))):
         return os.path.join(path, VOCAB)

@@ -12,7 +12,7 @@ from bert_jax.errors import BertJaxError
 def add_parsers(sub) -> None:
     p = sub.add_parser("convert", help="Hugging Face BERT dir ↔ bert_jax model dir")
     flags.add_common(p)
-    p.add_argument("src", help="source directory")
+    p.add_argument("src", help="source directory or a Hub id org/name[@revision]")
     p.add_argument("dst", help="destination directory (created atomically)")
     p.add_argument("--to", choices=("flax", "hf"), default="flax",
                    help="flax: HF dir → our model dir (default); hf: our dir → HF dir")
@@ -21,7 +21,7 @@ def add_parsers(sub) -> None:
 
     p = sub.add_parser("parity", help="compare ours with transformers on one checkpoint")
     flags.add_common(p)
-    p.add_argument("hf_dir", help="Hugging Face BERT directory")
+    p.add_argument("hf_dir", help="Hugging Face BERT directory or a Hub id org/name[@revision]")
     p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
     p.add_argument("--batch-size", type=int, default=3)
     p.add_argument("--seq-len", type=int, default=13)
@@ -32,8 +32,9 @@ def add_parsers(sub) -> None:
 def convert(args) -> None:
     import jax
 
-    from bert_jax.checkpoints import atomic, huggingface, model_dir, paths
+    from bert_jax.checkpoints import atomic, hub, huggingface, model_dir, paths
     from bert_jax.models.task_models import architecture_of
+    args.src = hub.local_model(args.src)  # a Hub id: its snapshot (a local path wins)
     atomic.check_writable_dir(args.dst, args.overwrite)  # before the conversion, not after it
     src, dst = os.path.realpath(args.src), os.path.realpath(args.dst)
     if dst == src or src.startswith(dst + os.sep):  # replacing dst would delete the source
@@ -58,12 +59,13 @@ def convert(args) -> None:
 
 
 def parity(args) -> None:
-    from bert_jax.checkpoints import parity as parity_report
+    from bert_jax.checkpoints import hub, parity as parity_report
     from bert_jax.models.config import BertConfig
     for flag, value, minimum in (("--batch-size", args.batch_size, 1),
                                  ("--seq-len", args.seq_len, 2)):
         if value < minimum:
             raise BertJaxError(f"{flag}: expected an integer ≥ {minimum}, got {value}")
+    args.hf_dir = hub.local_model(args.hf_dir)  # a Hub id: its snapshot (a local path wins)
     config_json = os.path.join(args.hf_dir, "config.json")
     if os.path.isfile(config_json):  # before torch and the model are loaded
         positions = BertConfig.from_json_file(config_json).max_position_embeddings

@@ -24,14 +24,16 @@ def add_parsers(sub) -> None:
                     "finished runs and resumes a killed one.")
     flags.add_common(p)
     p.add_argument("--init", required=True,
-                   help="our model dir, a pretraining workdir or a Hugging Face BERT dir")
+                   help="our model dir, a pretraining workdir, a Hugging Face BERT dir or a Hub "
+                        "id org/name[@revision]")
     p.add_argument("--workdir", required=True, help="where the runs, the table and the "
                                                     "submission files go")
     p.add_argument("--data-dir", default="",
                    help="a folder in the GLUE download's layout (CoLA/, SST-2/, …, MNLI/, "
                         "diagnostic/); default: the hub's nyu-mll/glue")
-    p.add_argument("--hub-dataset", default=None, help="a hub dataset in nyu-mll/glue's layout "
-                                                       "(default nyu-mll/glue)")
+    p.add_argument("--hub-dataset", default=None,
+                   help="a hub dataset in nyu-mll/glue's layout (default nyu-mll/glue; "
+                        "NAME@REVISION pins a revision)")
     p.add_argument("--tasks", default="", help="comma-separated, e.g. rte,mrpc,sts-b (default: "
                                                "all nine)")
     p.add_argument("--learning-rates", default=PAPER_RATES,

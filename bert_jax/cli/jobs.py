@@ -8,7 +8,9 @@ import os
 import shutil
 import sys
 
+from bert_jax import resources
 from bert_jax.cli import flags
+from bert_jax.data import hub_datasets
 from bert_jax.errors import BertJaxError
 from bert_jax.tasks import DEFAULT, TASKS  # imports no JAX or datasets: --help stays fast
 
@@ -18,7 +20,9 @@ def add_parsers(sub) -> None:
                        description="Overrides: --config.FIELD=VALUE (see "
                                    "bert_jax/training/pretrain_config.py)")
     flags.add_common(p)
-    p.add_argument("--config", default="configs/pretrain_tiny.py", help="Python config file")
+    p.add_argument("--config", default=None,
+                   help="a bundled config's name (tiny, base, base_phase2, or a file stem such as "
+                        "pretrain_tiny) or a Python config file; default tiny")
     p.add_argument("--workdir", default=None, help="run directory (default runs/<config name>)")
     flags.add_multihost(p)
     p.set_defaults(run=pretrain)
@@ -31,7 +35,9 @@ def add_parsers(sub) -> None:
                     "finish writes DIR/manifest.json, then pretrain with "
                     "--config.train_files=DIR. Overrides: --config.FIELD=VALUE.")
     flags.add_common(p)
-    p.add_argument("--config", default="configs/pretrain_tiny.py", help="Python config file")
+    p.add_argument("--config", default=None,
+                   help="a bundled config's name (tiny, base, base_phase2, or a file stem such as "
+                        "pretrain_tiny) or a Python config file; default tiny")
     p.add_argument("--out", required=True, help="the prepared set's directory")
     p.add_argument("--shard", type=int, default=0, help="this job's shard, 0 … N-1")
     p.add_argument("--num-shards", type=int, default=1, help="N, the number of jobs")
@@ -45,14 +51,18 @@ def add_parsers(sub) -> None:
         description="Flags override the --config file; --config.FIELD=VALUE any field (see "
                     "bert_jax/training/finetune_config.py)")
     flags.add_common(p)
-    p.add_argument("--config", default=None, help="Python config file (configs/finetune_*.py)")
+    p.add_argument("--config", default=None,
+                   help="a bundled config's name (finetune_fine_foods, finetune_squad, …) or a "
+                        "Python config file")
     p.add_argument("--task", default=None, choices=tuple(TASKS),
                    help=f"default {DEFAULT}; " + "; ".join(
                        f"{name}: {task.about}" for name, task in TASKS.items()))
     p.add_argument("--init", default=None,
-                   help="our model dir, a pretraining workdir or a Hugging Face BERT dir")
+                   help="our model dir, a pretraining workdir, a Hugging Face BERT dir or a Hub "
+                        "id org/name[@revision]")
     p.add_argument("--dataset", nargs="+", metavar=("NAME", "CONFIG"), default=None,
-                   help="a `datasets` hub dataset and its configuration, e.g. glue sst2")
+                   help="a `datasets` hub dataset and its configuration, e.g. glue sst2; "
+                        "NAME@REVISION pins a revision (nyu-mll/glue@<commit> sst2)")
     p.add_argument("--train", default=None, help="csv / tsv / json / jsonl / parquet file")
     p.add_argument("--validation", default=None, help="scored every epoch; picks the best")
     p.add_argument("--test", default=None, help="scored once with the best model")
@@ -136,14 +146,15 @@ def _run_job(command: str, job):
 
 
 def pretrain(args) -> int:
-    name = os.path.splitext(os.path.basename(args.config))[0].removeprefix("pretrain_")
+    config = config_file(args.config, "pretrain_tiny")  # light: before the lock's imports
+    name = os.path.splitext(os.path.basename(config))[0].removeprefix("pretrain_")
     workdir = args.workdir or os.path.join("runs", name)
     new = not os.path.exists(workdir)
     with _joined_with_workdir_locked(workdir, args):
         from bert_jax.training import pretrain_config
         from bert_jax.training.pretrain import pretrain as run_pretraining
         from bert_jax.training.pretrain import summary
-        cfg = pretrain_config.load_config(args.config, args.overrides)
+        cfg = pretrain_config.load_config(config, args.overrides)
         with _removed_on_bad_input(workdir, new) as started:
             result, code = _run_job("pretrain", lambda: run_pretraining(cfg, workdir,
                                                                         on_start=started))
@@ -158,7 +169,7 @@ def pretrain(args) -> int:
 def prepare(args) -> int:
     from bert_jax.data import tokenizer
     from bert_jax.training import pretrain_config, pretrain_corpus
-    cfg = pretrain_config.load_config(args.config, args.overrides)
+    cfg = pretrain_config.load_config(config_file(args.config, "pretrain_tiny"), args.overrides)
     if args.workers is not None:
         cfg = cfg.replace(prepare_workers=args.workers)
     if not cfg.vocab:
@@ -185,8 +196,9 @@ def finetune(args) -> int:
     if args.dataset and len(args.dataset) > 2:
         raise BertJaxError(f"--dataset: expected NAME [CONFIG], got {' '.join(args.dataset)}")
     dataset, dataset_config = (list(args.dataset) + [None])[:2] if args.dataset else (None, None)
+    config = config_file(args.config, "")
     cfg = finetune_config.load_config(
-        args.config or "", args.overrides, init=args.init, dataset=dataset,
+        config, args.overrides, init=args.init, dataset=dataset,
         dataset_config=dataset_config, train_file=args.train,
         validation_file=args.validation, test_file=args.test, text_column=args.text_column,
         text_pair_column=args.text_pair_column, label_column=args.label_column,
@@ -195,7 +207,7 @@ def finetune(args) -> int:
         tokens_column=args.tokens_column, tags_column=args.tags_column,
         doc_stride=args.doc_stride, max_answer_length=args.max_answer_length,
         version_2_with_negative=args.version_2_with_negative)
-    workdir = args.workdir or finetune_workdir(cfg, args.config)
+    workdir = args.workdir or finetune_workdir(cfg, config)
     new = not os.path.exists(workdir)
     with _joined_with_workdir_locked(workdir, args), _removed_on_bad_input(
             workdir, new) as started:
@@ -215,6 +227,14 @@ def finetune(args) -> int:
     return 0
 
 
+def config_file(given, default: str) -> str:
+    """The config file of --config (a path, or a bundled config's name or alias), or the bundled
+    `default` when none is given: never a file of the current directory that was not named."""
+    if given is None:
+        return os.path.join(resources.CONFIGS, f"{default}.py") if default else ""
+    return resources.config_path(given)
+
+
 def finetune_workdir(cfg, config_path: str = "") -> str:
     """The default workdir of a fine-tuning run, named for it so that two unrelated runs do not
     meet in one folder (and one that does is refused on resume): runs/<config name>, else
@@ -223,8 +243,8 @@ def finetune_workdir(cfg, config_path: str = "") -> str:
         name = os.path.splitext(os.path.basename(config_path))[0].removeprefix("finetune_")
         return os.path.join("runs", name)
     if cfg.dataset:
-        data = "-".join(filter(None, (cfg.dataset.rstrip("/").split("/")[-1],
-                                      cfg.dataset_config)))
+        name, _ = hub_datasets.split_revision(cfg.dataset)  # a pin does not rename the run
+        data = "-".join(filter(None, (name.rstrip("/").split("/")[-1], cfg.dataset_config)))
     else:
         train = os.path.abspath(cfg.train_file)
         data = os.path.basename(os.path.dirname(train)) or os.path.splitext(

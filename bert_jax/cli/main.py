@@ -6,7 +6,8 @@ import logging
 import os
 import sys
 
-from bert_jax.cli import checkpoints, flags, glue, jobs, use, vocab
+from bert_jax import resources
+from bert_jax.cli import checkpoints, env, flags, glue, jobs, use, vocab
 from bert_jax.errors import BertJaxError
 from bert_jax.runtime import multihost
 
@@ -14,17 +15,20 @@ from bert_jax.runtime import multihost
 def build_parser() -> flags.Parser:
     parser = flags.Parser(prog="bert-jax", description=__doc__)
     parser.add_argument("--debug", action="store_true", help="show tracebacks and INFO logs")
+    parser.add_argument("--version", action="version", version=f"bert-jax {resources.VERSION}")
     sub = parser.add_subparsers(dest="command", required=True)
-    for group in (jobs, glue, checkpoints, use, vocab):
+    for group in (jobs, glue, checkpoints, use, vocab, env):
         group.add_parsers(sub)
     return parser
 
 
 def _use_compilation_cache() -> None:
-    """Keep XLA executables across runs in .cache/bert_jax/xla (BERT_JAX_XLA_CACHE moves it,
-    "" turns it off): a resumed or repeated job skips the compile. Only compiles over a second
-    are kept."""
-    path = os.environ.get("BERT_JAX_XLA_CACHE", os.path.join(".cache", "bert_jax", "xla"))
+    """Keep XLA executables across runs in the user cache's xla/ (resources.cache_dir;
+    BERT_JAX_XLA_CACHE moves it, "" turns it off): a resumed or repeated job skips the compile.
+    Only compiles over a second are kept."""
+    path = os.environ.get("BERT_JAX_XLA_CACHE")
+    if path is None:
+        path = resources.cache_dir("xla")
     if path:
         import jax
         jax.config.update("jax_compilation_cache_dir", os.path.abspath(path))

@@ -20,7 +20,8 @@ def add_parsers(sub) -> None:
         description=" ".join(f"{name}: {task.predict.about}."
                              for name, task in tasks.predictable().items()))
     flags.add_common(p)
-    p.add_argument("model", help="fine-tuned model dir (ours or Hugging Face) or finetune workdir")
+    p.add_argument("model", help="fine-tuned model dir (ours or Hugging Face), finetune workdir"
+                                        " or a Hub id org/name[@revision]")
     p.add_argument("--task", default=None, choices=tuple(tasks.predictable()),
                    help="default: the task the model was fine-tuned for (its architecture)")
     p.add_argument("--input", required=True, help="csv / tsv / json / jsonl / parquet / txt; "
@@ -49,7 +50,8 @@ def add_parsers(sub) -> None:
                                    'per row, {"text": …, "masks": [[{"token": …, '
                                    '"probability": …}, …top-k], …a list per [MASK]]}.')
     flags.add_common(p)
-    p.add_argument("model", help="a model with an MLM head (BertForPreTraining / MaskedLM)")
+    p.add_argument("model", help="a model with an MLM head (BertForPreTraining / MaskedLM): a "
+                                        "directory or a Hub id org/name[@revision]")
     p.add_argument("text", nargs="?", default=None,
                    help='e.g. "the capital of france is [MASK]."; or give --input')
     p.add_argument("--input", default=None, help="txt (one text a line), csv, jsonl, …")
@@ -63,7 +65,7 @@ def add_parsers(sub) -> None:
     flags.add_common(p)
     # "-4,-3,-2,-1" is a value, not an unknown option (argparse takes only "-4" for one)
     p._negative_number_matcher = re.compile(r"^-\.?\d")
-    p.add_argument("model", help="any BERT model directory")
+    p.add_argument("model", help="any BERT model directory or a Hub id org/name[@revision]")
     p.add_argument("--input", required=True, help="txt (one text a line), csv, jsonl, …")
     p.add_argument("--output", required=True,
                    help="FILE.npy: (rows, hidden × layers) float32; with --pooling none "

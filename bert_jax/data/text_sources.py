@@ -133,8 +133,9 @@ def _stream(source, documents, text_field, shard, num_shards, limit):
 
 def content_hash(source: Source) -> str:
     """Hex blake2b (16 bytes) of the file's raw bytes (compressed ones for .gz), for cache keys.
-    For a dataset, a hash of (name, config, split) only: a hub dataset's revision is not in it,
-    so a dataset updated upstream keeps its key."""
+    For a dataset, a hash of (name, config, split) only: a revision pinned in the name
+    (`name@revision`, data/hub_datasets.py) is in it; an unpinned hub dataset updated upstream
+    keeps its key."""
     digest = hashlib.blake2b(digest_size=16)
     if source.kind == "dataset":
         digest.update(json.dumps(["dataset", source.name, source.config, source.split])
@@ -323,11 +324,12 @@ def _parquet_records(source: Source, field: str, shard: int, num_shards: int):
 
 def _dataset_records(source: Source, field: str, shard: int, num_shards: int):
     """(record number, text or None) for this shard's records (r % num_shards == shard)."""
-    import datasets  # imported here: it costs a second and ~130 MB, and only datasets need it
+    from bert_jax.data import hub_datasets  # datasets costs a second: only datasets need it
 
     config = source.config or None
     try:
-        stream = datasets.load_dataset(source.name, config, split=source.split, streaming=True)
+        stream = hub_datasets.load_dataset(source.name, config, split=source.split,
+                                           streaming=True)
     except (FileNotFoundError, ValueError, ConnectionError) as e:
         first_line = (str(e).strip().splitlines() or [type(e).__name__])[0]
         raise BertJaxError(f"{source.name}: cannot load this dataset ({first_line})") from None

@@ -30,13 +30,13 @@ _HOLDER_WAIT = 2.0  # seconds a refusal waits for a just-started holder to write
 def hold(workdir: str):
     """Holds `workdir`'s lock while the block runs (creating the workdir, which is removed again
     if nothing else was written into it); refuses in one line if another run holds it."""
-    created = not os.path.isdir(workdir)
+    created = _missing_dirs(workdir)
     os.makedirs(workdir, exist_ok=True)
     lock = os.path.join(workdir, paths.LOCK)
     try:
         fd = _acquire(lock, workdir)
     except BaseException:
-        _remove_if_empty(workdir, created)
+        _remove_if_empty(created)
         raise
     try:
         os.write(fd, f"pid {os.getpid()} on host {socket.gethostname()}\n".encode())
@@ -45,7 +45,7 @@ def hold(workdir: str):
         with contextlib.suppress(FileNotFoundError):  # a refused new workdir may be gone
             os.unlink(lock)  # before the lock is released: a waiting opener retries (below)
         os.close(fd)
-        _remove_if_empty(workdir, created)
+        _remove_if_empty(created)
 
 
 def _acquire(lock: str, workdir: str) -> int:
@@ -82,7 +82,19 @@ def _holder(fd: int) -> str:
         time.sleep(0.05)
 
 
-def _remove_if_empty(workdir: str, created: bool) -> None:
-    if created:
-        with contextlib.suppress(OSError):  # not empty: the run wrote into it
-            os.rmdir(workdir)
+def _missing_dirs(workdir: str) -> list[str]:
+    """`workdir` and its missing parents (runs/ of runs/tiny), deepest first: what makedirs
+    creates, so a refused run can take all of it back."""
+    missing, path = [], os.path.abspath(workdir)
+    while not os.path.isdir(path) and path != os.path.dirname(path):
+        missing.append(path)
+        path = os.path.dirname(path)
+    return missing
+
+
+def _remove_if_empty(created: list[str]) -> None:
+    for path in created:  # deepest first; one the run wrote into stays, and so do its parents
+        try:
+            os.rmdir(path)
+        except OSError:
+            return

@@ -89,9 +89,9 @@ def load_splits(dataset: str = "", dataset_config: str = "", files: Optional[dic
                 ) -> dict[str, tuple[str, datasets.Dataset]]:
     """{split: (name for messages, Dataset)} from a hub dataset or {split: path} local files."""
     if dataset:
-        import datasets
-        try:
-            loaded = datasets.load_dataset(dataset, dataset_config or None)
+        from bert_jax.data import hub_datasets
+        try:  # `name@revision` pins the revision
+            loaded = hub_datasets.load_dataset(dataset, dataset_config or None)
         except Exception as e:
             raise BertJaxError(f"dataset {dataset} {dataset_config}: could not load "
                                f"({str(e).splitlines()[0] if str(e) else type(e).__name__})"

@@ -16,6 +16,7 @@ import sys
 import traceback
 import typing
 
+from bert_jax import resources
 from bert_jax.errors import BertJaxError
 
 NONFINITE_POLICIES = ("stop", "skip")
@@ -62,9 +63,10 @@ def check_types(cfg) -> None:
 
 
 def run_config_file(path: str):
-    """The object `get_config()` of the Python file at `path` returns (any config dataclass)."""
-    if not os.path.isfile(path):
-        raise BertJaxError(f"{path}: config file not found")
+    """The object `get_config()` of the Python file at `path` returns (any config dataclass);
+    a name that is no file is a bundled config's (resources.config_path: `tiny`,
+    `finetune_fine_foods`)."""
+    path = resources.config_path(path)
     if not path.endswith(".py"):
         raise BertJaxError(f"{path}: expected a Python file (.py) defining get_config()")
     directory = os.path.dirname(os.path.abspath(path))

@@ -31,8 +31,8 @@ from bert_jax.runtime import multihost, rng, sharding
 from bert_jax.runtime.metric_writer import parameter_table
 from bert_jax.tasks import DEFAULT, TASKS
 from bert_jax.tasks.task import EvalSplit
-from bert_jax.training import (finetune_config, initial_params, loop, optim, run, run_record,
-                               steps)
+from bert_jax.training import (finetune_config, initial_params, loop, model_card, optim, run,
+                               run_record, steps)
 from bert_jax.training.finetune_config import FinetuneConfig, optimizer_settings
 
 log = logging.getLogger("bert_jax")
@@ -171,6 +171,9 @@ def _final(ctx, cfg, task, best_metric, config, names, history, best_params, sta
         atomic.write_json(os.path.join(ctx.workdir, paths.RESULT), result)
         save_hf(os.path.join(ctx.workdir, paths.EXPORT), config, best_params,
                 paths.vocab_files(cfg.init), overwrite=True, architecture=task.architecture)
+        model_card.write_finetune_card(os.path.join(ctx.workdir, paths.EXPORT), cfg,
+                                       ctx.workdir, result, task.architecture,
+                                       tuple(dict.fromkeys(task.headline + task.metrics)))
     return run.JobResult(ctx.workdir, int(sharding.fetch(state.step)), result,
                          os.path.join(ctx.workdir, paths.BEST_MODEL),
                          os.path.join(ctx.workdir, paths.EXPORT), ctx.checkpointer.directory)

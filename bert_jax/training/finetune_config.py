@@ -24,7 +24,8 @@ class FinetuneConfig:
 
     task: str = DEFAULT  # a name in bert_jax.tasks.TASKS (`bert-jax finetune --help` lists them)
     # model
-    init: str = ""  # our model dir, a pretraining workdir or a Hugging Face dir (required)
+    init: str = ""  # our model dir, a pretraining workdir, a Hugging Face dir or a Hub id
+    #   org/name[@revision] (required; a local path wins)
     dtype: str = "float32"  # computation dtype: float32 | bfloat16 (params stay float32)
     remat: bool = False  # recompute each layer in the backward pass: less memory, ~1/3 more time
     dropout: Optional[float] = None  # hidden and attention dropout while fine-tuning; None
@@ -38,7 +39,7 @@ class FinetuneConfig:
     #   model's own init, not the checkpoint's (Zhang et al. 2021, "Revisiting Few-sample BERT
     #   Fine-tuning": the top layers are the most task-specific to pretraining); same model
     # data: a hub dataset, or local files (csv, tsv, json, jsonl, parquet)
-    dataset: str = ""  # `datasets` hub name, e.g. "glue" ("" = local files)
+    dataset: str = ""  # `datasets` hub name, e.g. "glue", "name@revision" pinned ("" = local files)
     dataset_config: str = ""  # its configuration, e.g. "sst2"
     train_file: str = ""
     validation_file: str = ""

@@ -23,7 +23,7 @@ from bert_jax.checkpoints import atomic, model_dir, paths
 from bert_jax.errors import BertJaxError
 from bert_jax.tasks.glue import benchmark, scores, submission, table
 from bert_jax.tasks.glue.benchmark import HUB, GlueTask
-from bert_jax.training import glue_data
+from bert_jax.training import glue_data, model_card
 from bert_jax.training.finetune_config import FinetuneConfig
 
 log = logging.getLogger("bert_jax")
@@ -149,6 +149,12 @@ def _run(s: GlueSettings, task: GlueTask, lr: float, seed: int, data: dict, work
     record = {"task": task.name, "learning_rate": lr, "seed": seed, "scores": found,
               "score": scores.task_score(task, found), "best_epoch": result.metrics["best_epoch"],
               "steps": result.steps, "run": os.path.relpath(directory, workdir)}
+    # the export's card, with the official dev scores and the Hub dataset the files came from
+    model_card.write_finetune_card(
+        os.path.join(directory, paths.EXPORT), finetune_config(s, task, lr, seed, data),
+        directory, {"validation": found, "best_epoch": record["best_epoch"]},
+        "BertForSequenceClassification", tuple(found),
+        dataset=(s.hub if not s.data_dir else "", task.name))
     atomic.write_json(done, record)
     shutil.rmtree(os.path.join(directory, paths.CHECKPOINTS), ignore_errors=True)
     say(f"{name}: {table.scores_line(task, found)} ({_minutes(time.time() - started)})")

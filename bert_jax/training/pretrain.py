@@ -14,7 +14,6 @@ import functools
 import json
 import logging
 import os
-import time
 
 import jax
 import jax.numpy as jnp
@@ -24,11 +23,12 @@ from bert_jax.checkpoints import atomic, model_dir, paths
 from bert_jax.checkpoints.huggingface import save_hf
 from bert_jax.data import masking, prepared_set, tokenizer
 from bert_jax.errors import BertJaxError
-from bert_jax.models import BertConfig, BertForPreTraining, BertModel
+from bert_jax.models import BertConfig, BertForPreTraining
 from bert_jax.runtime import multihost, rng, sharding
 from bert_jax.runtime.metric_writer import parameter_table
-from bert_jax.training import (initial_params, loop, losses, optim, pretrain_config, probe,
-                               pretrain_corpus, run, run_record, steps, time_budget)
+from bert_jax.training import (initial_params, loop, losses, model_card, optim,
+                               pretrain_config, pretrain_corpus, probe, run, run_record, steps,
+                               time_budget)
 
 log = logging.getLogger("bert_jax")
 
@@ -83,7 +83,7 @@ def pretrain(cfg: pretrain_config.PretrainConfig, workdir: str, on_start=None) -
             heldout_masking_spec(cfg, tok), lookup, cfg.objective), takes_key=True)
         count = run.num_eval_batches(len(heldout["input_ids"]), cfg.batch_size,
                                      cfg.eval_batches)
-        prober = _prober(cfg, config, tok, ctx.writer, main)
+        prober = probe.prober(cfg, config, tok, ctx.writer, main)
         evaluate = functools.partial(_evaluate, ctx, eval_fn, heldout, cfg.batch_size,
                                      rng.eval_keys(ctx.key, count), prober)
         if prober is not None and int(sharding.fetch(state.step)) == 0:
@@ -108,6 +108,8 @@ def pretrain(cfg: pretrain_config.PretrainConfig, workdir: str, on_start=None) -
         ctx.checkpointer.wait()
         if main:
             _export(workdir, config, state)
+            model_card.write_pretrain_card(os.path.join(workdir, paths.EXPORT), cfg, workdir,
+                                           step)
     return run.JobResult(workdir, step, final, workdir, os.path.join(workdir, paths.EXPORT),
                          ctx.checkpointer.directory)
 
@@ -316,29 +318,6 @@ def _evaluate(ctx, eval_fn, heldout, batch_size, keys, prober, state) -> dict[st
     if prober is not None:
         values.update({f"probe/{k}": v for k, v in prober(step, state).items()})
     return values
-
-
-def _prober(cfg, config: BertConfig, tok, writer, main: bool):
-    """The probe of cfg.probe_file at an evaluation: (step, state) → {name: MCC}, logged; on
-    process 0 only (every process holds the replicated params; the others return {})."""
-    if not cfg.probe_file:
-        return None
-    data = probe.load_probe(cfg.probe_file, tok, cfg.max_seq_length, cfg.probe_text_column,
-                            cfg.probe_label_column, cfg.probe_examples)
-    model = BertModel(config)
-
-    def run_it(step, state):
-        params = sharding.fetch(state.params)["bert"]
-        if not main:
-            return {}
-        start = time.perf_counter()
-        scores = probe.run_probe(model, params, data)
-        writer.write(step, "probe", scores)
-        log.info("probe step %d: %s (%.1f s, %d rows)", step,
-                 ", ".join(f"{k} MCC {v:.4f}" for k, v in scores.items()),
-                 time.perf_counter() - start, len(data.labels))
-        return scores
-    return run_it
 
 
 def summary(values: dict) -> str:

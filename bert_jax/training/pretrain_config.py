@@ -12,6 +12,7 @@ import math
 import typing
 from typing import Optional
 
+from bert_jax import resources
 from bert_jax.data.pretraining_batches import OBJECTIVES
 from bert_jax.errors import BertJaxError
 from bert_jax.training.config_files import (NONFINITE_POLICIES, apply_overrides, check_fields,
@@ -27,7 +28,8 @@ class PretrainConfig:
 
     # model and initialisation
     model: str = "tiny"  # a BertConfig preset (tiny … large) or a path to a config.json
-    init_from: str = ""  # model dir, HF dir or pretraining workdir to start from ("" = scratch)
+    init_from: str = ""  # model dir, HF dir, pretraining workdir or Hub id org/name[@revision]
+    #   to start from ("" = scratch; a local path wins)
     dtype: str = "float32"  # computation dtype: float32 | bfloat16 (params stay float32)
     remat: bool = False  # recompute each layer in the backward pass: less memory, more time
     dropout: Optional[float] = None  # hidden and attention dropout; None keeps the model's (0.1)
@@ -41,11 +43,12 @@ class PretrainConfig:
     mimetic_heads: int = 0  # of each layer's heads, the first this many start mimetic (0: all)
     mimetic_layers: int = 0  # of the layers, the first this many start mimetic (0: all)
     # data
-    train_files: str = "data/austen/*.txt"  # glob of UTF-8 text files, one document per file
+    train_files: str = resources.bundled("austen/*.txt")  # UTF-8 text files, one document each
     documents: str = "file"  # "file": one document a file; "blank_line": split at blank lines
     sentence_per_line: bool = False  # text files hold one sentence a line (the original's format)
     text_field: str = "text"  # the text field of jsonl / parquet files and of train_dataset
-    train_dataset: str = ""  # a `datasets` hub name or local dir, streamed instead of train_files
+    train_dataset: str = ""  # a `datasets` hub name (name@revision pins one) or local dir,
+    #   streamed instead of train_files
     train_dataset_config: str = ""  # train_dataset's configuration name ("" = its default)
     train_dataset_split: str = "train"  # train_dataset's split
     prepare_workers: int = 0  # tokenising worker processes for data preparation (0 = CPU count)

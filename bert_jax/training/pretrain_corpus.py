@@ -3,7 +3,7 @@ on first use), and the batches a run reads from the prepared set.
 
 `config.train_files` is either raw text (globs of text / .gz / jsonl / parquet files; or
 `config.train_dataset`, a `datasets` dataset streamed) or the directory of a set prepared by
-`bert-jax prepare`. Raw text is prepared once into .cache/bert_jax/prepared-<key>, keyed by the
+`bert-jax prepare`. Raw text is prepared once into the user cache's prepared-<key>, keyed by the
 sources' contents, the vocabulary and the preparation parameters.
 """
 
@@ -18,6 +18,7 @@ from typing import Optional
 
 from tokenizers import Tokenizer
 
+from bert_jax import resources
 from bert_jax.data import prepared_set, text_sources, tokenize_corpus, tokenizer
 from bert_jax.data.pretraining_batches import PretrainingBatches
 from bert_jax.errors import BertJaxError
@@ -82,7 +83,7 @@ def open_data(cfg, tok: Tokenizer, cache_dir: Optional[str] = None) -> Pretraini
     directory = prepared_dir(cfg)
     if directory is None:
         inputs = sources(cfg)
-        directory = os.path.join(cache_dir or os.path.join(os.getcwd(), ".cache", "bert_jax"),
+        directory = os.path.join(cache_dir or resources.cache_dir(),
                                  f"prepared-{_cache_key(cfg, inputs, tok)}")
         if os.path.isfile(os.path.join(directory, prepared_set.MANIFEST)):
             log.info("pretraining data: the cached set %s", directory)

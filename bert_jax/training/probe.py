@@ -14,13 +14,19 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 import os
+import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from bert_jax.errors import BertJaxError
+from bert_jax.models import BertConfig, BertModel
+from bert_jax.runtime import sharding
+
+log = logging.getLogger("bert_jax")
 
 BATCH = 64
 
@@ -132,3 +138,26 @@ def run_probe(model, params, data: ProbeData) -> dict[str, float]:
     """{name: MCC} of the encoder `params` (the pretraining params' "bert" subtree)."""
     return {data.name: probe_score(features(model, params, data), data.labels,
                                    data.num_classes)}
+
+
+def prober(cfg, config: BertConfig, tok, writer, main: bool):
+    """The probe of cfg.probe_file at an evaluation: (step, state) → {name: MCC}, logged; on
+    process 0 only (every process holds the replicated params; the others return {})."""
+    if not cfg.probe_file:
+        return None
+    data = load_probe(cfg.probe_file, tok, cfg.max_seq_length, cfg.probe_text_column,
+                      cfg.probe_label_column, cfg.probe_examples)
+    model = BertModel(config)
+
+    def run_it(step, state):
+        params = sharding.fetch(state.params)["bert"]
+        if not main:
+            return {}
+        start = time.perf_counter()
+        scores = run_probe(model, params, data)
+        writer.write(step, "probe", scores)
+        log.info("probe step %d: %s (%.1f s, %d rows)", step,
+                 ", ".join(f"{k} MCC {v:.4f}" for k, v in scores.items()),
+                 time.perf_counter() - start, len(data.labels))
+        return scores
+    return run_it

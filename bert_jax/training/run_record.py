@@ -19,6 +19,7 @@ import time
 from typing import Optional
 
 from bert_jax.checkpoints import atomic
+from bert_jax.resources import portable
 from bert_jax.checkpoints.paths import complete_steps
 from bert_jax.errors import BertJaxError
 
@@ -55,7 +56,9 @@ def check_resume(workdir: str, path: str, cfg, inputs: Optional[dict], resumable
     before = {**{k: v for k, v in saved.items() if k not in (INPUTS, RESUMES)},
               **saved.get(INPUTS, {})}
     now = {**fields, **inputs}
-    changed = {k: (before[k], now[k]) for k in now if k in before and before[k] != now[k]}
+    # bundled data compares by its name in the package, not where the package lies today
+    changed = {k: (before[k], now[k]) for k in now
+               if k in before and portable(before[k]) != portable(now[k])}
     refused = [k for k in changed if k not in resumable]
     if refused:
         shown = "; ".join(f"{_name(k)}: {_value(changed[k][0])} there, {_value(changed[k][1])} "

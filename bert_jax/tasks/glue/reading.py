@@ -123,11 +123,11 @@ def label_value(task: GlueTask, value, where: str):
 def read_hub(task: GlueTask, split: str, hub: str = HUB) -> Rows:
     """One split of `task` from a `datasets` hub name in nyu-mll/glue's layout (its test
     splits carry label -1: read without labels, to be predicted)."""
-    import datasets
+    from bert_jax.data import hub_datasets
     spec = task.splits[split]
     where = f"{hub} {spec.hub_config} {spec.hub_split}"
-    try:
-        table = datasets.load_dataset(hub, spec.hub_config, split=spec.hub_split)
+    try:  # `name@revision` pins the revision (and is part of data/<task>/source.json's key)
+        table = hub_datasets.load_dataset(hub, spec.hub_config, split=spec.hub_split)
     except Exception as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise BertJaxError(f"dataset {where}: could not load ({first})") from None

@@ -1,7 +1,7 @@
 """Paper phase 2: the last 10% of steps at sequence length 512, initialised from phase 1.
 
 Run it into its own workdir after phase 1 finished in runs/base:
-  python train.py --config configs/pretrain_base_phase2.py --workdir runs/base_phase2
+  bert-jax pretrain --config base_phase2   (or python train.py --config base_phase2)
 """
 
 import pretrain_base  # the phase 1 config beside this file

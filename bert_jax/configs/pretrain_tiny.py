@@ -1,14 +1,15 @@
 """The default run: BERT-tiny (L2 H128 A2) on the bundled Austen novels, a 14-minute budget on
 2 CPU cores (the recipe bench/time_to_accuracy.py measured best; bench/RESULTS.md)."""
 
+from bert_jax.resources import bundled  # package data: found wherever the package is
 from bert_jax.training.pretrain_config import PretrainConfig
 
 
 def get_config() -> PretrainConfig:
     return PretrainConfig(
         model="tiny",  # preset: 2 layers, hidden 128, 2 heads, feed-forward 512
-        train_files="data/austen/*.txt",  # six novels, 3.9 MB, one document per file
-        vocab="data/austen/vocab",  # uncased WordPiece, 8,192 pieces, trained on these novels
+        train_files=bundled("austen/*.txt"),  # six novels, 3.9 MB, one document per file
+        vocab=bundled("austen/vocab"),  # uncased WordPiece, 8,192 pieces, trained on these novels
         #   (train_tokenizer, as `bert-jax tokenizer`) and bundled: the `tokenizers` trainer
         #   breaks ties in hash-map order, so two trainings order hundreds of ids differently
         #   and a run would not repeat; vocab="" trains one into WORKDIR/vocab, for your corpus
@@ -33,7 +34,7 @@ def get_config() -> PretrainConfig:
         log_every=50,
         eval_every=1000,
         eval_batches=0,  # the whole held-out set
-        probe_file="data/fine_foods/train.csv",  # at every evaluation, a linear probe on the
+        probe_file=bundled("fine_foods/train.csv"),  # at every evaluation, a linear probe on the
         #   frozen features of 2,000 training reviews (never the test file): does it pay yet?
         checkpoint_every=500,
         keep_checkpoints=3,

@@ -4,13 +4,14 @@ No dupe_factor: sentence pairs are redrawn every epoch, the original's 10 static
 ten copies on disk.
 """
 
+from bert_jax.resources import bundled  # package data: found wherever the package is
 from bert_jax.training.pretrain_config import PretrainConfig
 
 
 def get_config() -> PretrainConfig:
     return PretrainConfig(
         model="base",  # 12 layers, hidden 768, 12 heads
-        train_files="data/austen/*.txt",  # point at your corpus: --config.train_files='...'
+        train_files=bundled("austen/*.txt"),  # point at your corpus: --config.train_files='...'
         vocab="",  # a released vocab.txt, or "" to train one into WORKDIR/vocab
         vocab_size=30522,  # as the released uncased vocabulary
         max_seq_length=128,  # phase 1: 90% of the steps at length 128

