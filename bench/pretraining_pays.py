@@ -457,8 +457,17 @@ def picture(summary: dict, path: str) -> None:
                   for k, c in next(iter(summary.values()), {}).items()
                   if k.startswith("fine_foods-") and "baseline" in c)
     if base:
-        ax.plot([b[0] for b in base], [100 * b[1] for b in base], "k:", label="TF-IDF + LR")
+        ax.plot([b[0] for b in base], [100 * b[1] for b in base], "kx:",
+                label="TF-IDF 1–2-grams + logistic regression")
+    pos_base = [c["baseline"]["test"] for k, c in next(iter(summary.values()), {}).items()
+                if k.startswith("pos-") and "baseline" in c]
+    if pos_base:
+        bx.axhline(100 * pos_base[0], color="k", linestyle=":", label="most frequent tag")
+        bx.legend(fontsize=7, loc="lower right")
     ax.set_xscale("log")
+    ax.minorticks_off()
+    if base:
+        ax.set_xticks([b[0] for b in base], [f"{b[0]:,}" for b in base])
     ax.set_xlabel("labelled training reviews (fine_foods)")
     ax.set_ylabel("test MCC ×100")
     ax.legend(fontsize=8)
