@@ -417,7 +417,9 @@ def table(summary: dict) -> str:
                 return (f"{100 * c['test_mean']:.1f} ± {100 * c['test_sd']:.1f} "
                         f"({c['rate']:g})")
             d = cell.get("pretrained - random")
-            diff = (f"{100 * d['mean']:+.1f} ± {100 * d['sd']:.1f} (p {d['paired_p']:.3f}, "
+            p = d and d["paired_p"]
+            diff = (f"{100 * d['mean']:+.1f} ± {100 * d['sd']:.1f} (p "
+                    f"{f'{p:.3f}' if not p < 0.001 else f'{p:.0e}'}, "
                     f"{d['wins']}/{len(d['seeds'])})" if d else "—")
             n = len(d["seeds"]) if d else max((len(cell[a]["seeds"]) for a in cell
                                                if a in ARMS), default=0)
