@@ -182,7 +182,9 @@ def _check_documents(data: PreparedSet, objective: str) -> list[range]:
                                f"make a real next-sentence pair")
         if single:
             log.warning("%s: %d of %d documents are too short to pair (one sentence): they give "
-                        "only random-next examples", where, single, len(documents))
+                        "%s", where, single, len(documents),
+                        "no sentence-order pairs" if objective == "mlm+sop"
+                        else "only random-next examples")
     log.info("pretraining data: %d document%s, %d sentences, %d tokens (%s)", len(documents),
              "s" * (len(documents) != 1), len(data.sentence_lengths), int(data.starts[-1]),
              data.document_name(0) + (" as one document" if len(documents) == 1 else ", …"))
