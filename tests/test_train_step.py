@@ -269,9 +269,10 @@ def test_mlm_eval_step_has_no_nsp_metrics():
 
 def test_an_unknown_objective_is_refused():
     schedule = optim.learning_rate_schedule(1e-3, 0, 10)
-    with pytest.raises(BertJaxError, match="objective: expected mlm\\+nsp or mlm, got 'nsp'"):
+    with pytest.raises(BertJaxError,
+                       match="objective: expected mlm\\+nsp, mlm\\+sop, mlm, got 'nsp'"):
         train_step.make_pretrain_step(SPEC, schedule, objective="nsp")
-    with pytest.raises(BertJaxError, match="objective: expected mlm\\+nsp or mlm"):
+    with pytest.raises(BertJaxError, match="objective: expected mlm\\+nsp, mlm\\+sop, mlm"):
         train_step.make_pretrain_eval_step(SPEC, objective="MLM")
 
 
