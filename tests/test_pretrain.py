@@ -210,7 +210,6 @@ def test_pretraining_logs_the_probe_at_every_evaluation(setup, tmp_path):
 
     from bert_jax.checkpoints.huggingface import load_hf
     from bert_jax.data import tokenizer
-    from bert_jax.models import BertModel
     from bert_jax.training import probe
     base, overrides = setup
     rows = tmp_path / "reviews" / "train.csv"
@@ -232,5 +231,6 @@ def test_pretraining_logs_the_probe_at_every_evaluation(setup, tmp_path):
     data = probe.load_probe(str(rows), tokenizer.load(str(workdir / "export")), 32, "text",
                             "label", 50)
     assert len(data.labels) == 50
-    assert probe.run_probe(BertModel(config), params["bert"], data)["reviews"] == \
+    tok = tokenizer.load(str(workdir / "export"))
+    assert probe.run_probe(config, params["bert"], tok, data)["reviews"] == \
         pytest.approx(probes[-1]["reviews"], abs=1e-6)

@@ -13,17 +13,14 @@ hundred L-BFGS steps on (examples × hidden) floats: seconds, not minutes.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
 import os
 import time
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from bert_jax.errors import BertJaxError
-from bert_jax.models import BertConfig, BertModel
+from bert_jax.models import BertConfig
 from bert_jax.runtime import sharding
 
 log = logging.getLogger("bert_jax")
@@ -34,8 +31,8 @@ BATCH = 64
 @dataclasses.dataclass(frozen=True)
 class ProbeData:
     name: str  # logged as probe/<name>
-    input_ids: np.ndarray  # (N, L) int32, [PAD]-padded
-    attention_mask: np.ndarray  # (N, L)
+    texts: list  # (N,) the rows' texts
+    max_length: int  # tokens a text is cut to
     labels: np.ndarray  # (N,) class ids
     num_classes: int
 
@@ -52,7 +49,6 @@ def probe_name(path: str) -> str:
 def load_probe(path: str, tok, max_length: int, text_column: str, label_column: str,
                examples: int) -> ProbeData:
     """The first `examples` labelled rows of a csv / tsv / json / jsonl / parquet file."""
-    from bert_jax.data import tokenizer
     from bert_jax.tasks import tables
     from bert_jax.tasks.classification import label_ids, label_names
     table = tables.read_table(path)
@@ -64,30 +60,15 @@ def load_probe(path: str, tok, max_length: int, text_column: str, label_column: 
         raise BertJaxError(f"config.probe_file {path}: expected at least 4 rows and 2 labels "
                            f"in column {label_column!r}, got {len(table)} rows, "
                            f"{len(names)} label(s)")
-    texts = tables.texts_of(table, text_column, path)
-    encoded = tokenizer.encode_batch(tok, texts, max_length=max_length, pad=True)
-    return ProbeData(probe_name(path), encoded["input_ids"], encoded["attention_mask"],
+    return ProbeData(probe_name(path), tables.texts_of(table, text_column, path), max_length,
                      np.asarray(label_ids(table, label_column, names, path)), len(names))
 
 
-@functools.partial(jax.jit, static_argnums=0)
-def _mean_pooled(model, params, input_ids, attention_mask):
-    seq, _ = model.apply({"params": params}, input_ids, attention_mask=attention_mask)
-    mask = attention_mask[..., None].astype(seq.dtype)
-    return (seq * mask).sum(1) / jnp.maximum(mask.sum(1), 1.0)
-
-
-def features(model, params, data: ProbeData) -> np.ndarray:
-    """(N, H) float64 mean-pooled last-layer states, batch by batch (the last one padded)."""
-    out = []
-    for start in range(0, len(data.labels), BATCH):
-        ids, mask = data.input_ids[start:start + BATCH], data.attention_mask[start:start + BATCH]
-        rows = len(ids)
-        if rows < BATCH:  # one compiled shape
-            ids = np.concatenate([ids, np.zeros((BATCH - rows, ids.shape[1]), ids.dtype)])
-            mask = np.concatenate([mask, np.zeros((BATCH - rows, mask.shape[1]), mask.dtype)])
-        out.append(np.asarray(_mean_pooled(model, params, ids, mask), np.float64)[:rows])
-    return np.concatenate(out)
+def features(config, params, tok, data: ProbeData) -> np.ndarray:
+    """(N, H) float64 mean-pooled last-layer states: `bert-jax embed --pooling mean`'s."""
+    from bert_jax import inference
+    return inference.embed(config, {"bert": params}, tok, data.texts, pooling="mean",
+                           max_length=data.max_length, batch_size=BATCH).astype(np.float64)
 
 
 def fit_logistic(x: np.ndarray, y: np.ndarray, num_classes: int, c: float = 1.0
@@ -134,9 +115,9 @@ def probe_score(x: np.ndarray, y: np.ndarray, num_classes: int) -> float:
     return classification_scores(test_y, predictions, num_classes)["mcc"]
 
 
-def run_probe(model, params, data: ProbeData) -> dict[str, float]:
+def run_probe(config, params, tok, data: ProbeData) -> dict[str, float]:
     """{name: MCC} of the encoder `params` (the pretraining params' "bert" subtree)."""
-    return {data.name: probe_score(features(model, params, data), data.labels,
+    return {data.name: probe_score(features(config, params, tok, data), data.labels,
                                    data.num_classes)}
 
 
@@ -147,14 +128,13 @@ def prober(cfg, config: BertConfig, tok, writer, main: bool):
         return None
     data = load_probe(cfg.probe_file, tok, cfg.max_seq_length, cfg.probe_text_column,
                       cfg.probe_label_column, cfg.probe_examples)
-    model = BertModel(config)
 
     def run_it(step, state):
         params = sharding.fetch(state.params)["bert"]
         if not main:
             return {}
         start = time.perf_counter()
-        scores = run_probe(model, params, data)
+        scores = run_probe(config, params, tok, data)
         writer.write(step, "probe", scores)
         log.info("probe step %d: %s (%.1f s, %d rows)", step,
                  ", ".join(f"{k} MCC {v:.4f}" for k, v in scores.items()),
