@@ -234,9 +234,7 @@ def finetune_once(init: str, overrides: list[str], workdir: str) -> dict:
     from bert_jax.training.finetune_config import FinetuneConfig
     cfg = apply_overrides(FinetuneConfig(), [*overrides, f"init={init}"])
     t = time.perf_counter()
-    result = finetune(cfg, workdir)
-    with open(os.path.join(result.workdir, "metrics.json"), encoding="utf-8") as f:
-        metrics = json.load(f)
+    metrics = finetune(cfg, workdir).metrics  # metrics.json's content
     return {"dev": {k: v for k, v in metrics["validation"].items() if k != "epoch"},
             "best_epoch": metrics["best_epoch"], "test": metrics["test"],
             "dev_by_epoch": [h[metrics["best_metric"]] for h in metrics["epochs"]],
