@@ -357,6 +357,44 @@ def test_reinit_layers_starts_the_pooler_and_top_layers_at_the_models_init(tiny,
         reinit_top(loaded, jax.device_get(fresh), 3, "init")
 
 
+def test_reinit_attention_starts_only_the_top_layers_query_and_key_at_the_models_init(
+        tiny, tmp_path):
+    """config.reinit_attention=1: the top layer's query and key (kernels and biases) start at
+    the model's own init for the run's seed, every other parameter — that layer's values and
+    feed-forward, the pooler — as the checkpoint has it. More layers than the model has are
+    refused by name."""
+    import jax
+    import jax.numpy as jnp
+    from flax import traverse_util
+
+    from bert_jax.models import BertForSequenceClassification
+    from bert_jax.runtime import rng
+    from bert_jax.training.initial_params import reinit_query_key
+    finetuner.finetune(config(tiny, epochs=1, learning_rate=1e-12, reinit_attention=1, seed=3),
+                       str(tmp_path / "w"))
+    got_config, got = pretrained.load_model_dir(str(tmp_path / "w" / "model"))
+    _, loaded = pretrained.load_pretrained(str(tiny / "init"))
+    fresh = BertForSequenceClassification(got_config).init(
+        rng.init_key(3), jnp.zeros((1, 32), jnp.int32))["params"]["bert"]
+    flat_got = traverse_util.flatten_dict(got["bert"], sep="/")
+    flat_loaded = traverse_util.flatten_dict(loaded["bert"], sep="/")
+    flat_fresh = traverse_util.flatten_dict(fresh, sep="/")
+    top = "encoder/layer_1/attention/"
+    redrawn = [k for k in flat_got if k.startswith((top + "query/", top + "key/"))]
+    assert sorted(redrawn) == ["encoder/layer_1/attention/key/bias",
+                               "encoder/layer_1/attention/key/kernel",
+                               "encoder/layer_1/attention/query/bias",
+                               "encoder/layer_1/attention/query/kernel"]
+    for name, value in flat_got.items():
+        want = flat_fresh[name] if name in redrawn else flat_loaded[name]
+        np.testing.assert_allclose(value, want, atol=1e-6, err_msg=name)
+    for name in ("query/kernel", "key/kernel"):
+        assert not np.allclose(flat_loaded[f"encoder/layer_1/attention/{name}"],
+                               flat_fresh[f"encoder/layer_1/attention/{name}"], atol=1e-3)
+    with pytest.raises(Exception, match="config.reinit_attention: expected 0 to 2"):
+        reinit_query_key(loaded, jax.device_get(fresh), 3, "init")
+
+
 def test_head_init_distributions():
     """"normal" is a plain normal (4.6% of draws beyond 2σ, σ as asked); the default, truncated
     at 2σ, has none; other groups and biases are untouched; an unknown kind is refused."""

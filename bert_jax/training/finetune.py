@@ -78,11 +78,13 @@ def finetune(cfg: FinetuneConfig, workdir: str, on_start=None) -> run.JobResult:
     settings = optimizer_settings(cfg, total)
     schedule = optim.learning_rate_schedule(settings.learning_rate, settings.warmup_steps, total)
     model = task.model(config, jnp.dtype(cfg.dtype), remat=cfg.remat)
-    if cfg.reinit_layers:  # the very values init_state draws for this seed
+    if cfg.reinit_layers or cfg.reinit_attention:  # the very values init_state draws
         ids = jnp.zeros((1,) + train["input_ids"].shape[1:], jnp.int32)
         fresh = jax.device_get(jax.jit(lambda key: model.init(key, ids)["params"]["bert"])(
             rng.init_key(cfg.seed)))
         init_params = initial_params.reinit_top(init_params, fresh, cfg.reinit_layers, cfg.init)
+        init_params = initial_params.reinit_query_key(init_params, fresh, cfg.reinit_attention,
+                                                      cfg.init)
     with run.run_context(workdir, cfg.seed, cfg.keep_checkpoints, cfg.checkpoint_every,
                          cfg.checkpoint_dir, on_start) as ctx:
         state = run.init_state(ctx, model, optim.make_optimizer(settings, schedule),

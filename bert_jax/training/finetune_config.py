@@ -38,6 +38,9 @@ class FinetuneConfig:
     reinit_layers: int = 0  # > 0: the pooler and the top N encoder layers start at the
     #   model's own init, not the checkpoint's (Zhang et al. 2021, "Revisiting Few-sample BERT
     #   Fine-tuning": the top layers are the most task-specific to pretraining); same model
+    reinit_attention: int = 0  # > 0: only the query and key projections of the top N layers
+    #   start at the model's own init: their attention starts even ([CLS] reads every token)
+    #   while values, feed-forward and embeddings keep what pretraining learned; same model
     # data: a hub dataset, or local files (csv, tsv, json, jsonl, parquet)
     dataset: str = ""  # `datasets` hub name, e.g. "glue", "name@revision" pinned ("" = local files)
     dataset_config: str = ""  # its configuration, e.g. "sst2"
@@ -118,7 +121,7 @@ def validate(cfg: FinetuneConfig) -> FinetuneConfig:
         cfg, at_least_one=("max_seq_length", "epochs", "batch_size", "eval_batch_size",
                            "log_every", "checkpoint_every", "keep_checkpoints",
                            "max_answer_length", "n_best", "num_choices"),
-        non_negative=("seed", "doc_stride", "reinit_layers"),
+        non_negative=("seed", "doc_stride", "reinit_layers", "reinit_attention"),
         choices={"task": tuple(TASKS), "dtype": ("float32", "bfloat16"),
                  "head_init": HEAD_INITS,
                  "optimizer": ("adamw", "lamb"),
