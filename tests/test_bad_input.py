@@ -1665,10 +1665,14 @@ def test_fill_mask_truncates_a_long_text_with_the_mask_inside(b, capfd):
 # -- a field of 50 MB: served, truncated as usual, in bounded memory -------------------------------
 
 @pytest.mark.slow  # a process of its own, to measure its peak memory
-def test_embed_on_a_50_mb_one_line_input_peaks_under_2_gb(b, tmp_path):
-    """Tokenized whole, such a line took 9.9 GB; data/long_texts.py cuts it first."""
+@pytest.mark.parametrize("line,truncated", [
+    ("the cat sat on the mat . " * 2_000_000, True),
+    ("a dump: " + "9f3c" * 12_500_000 + " ends", False)])  # one word: [UNK], 3 tokens in all
+def test_embed_on_a_50_mb_one_line_input_peaks_under_2_gb(b, tmp_path, line, truncated):
+    """Tokenized whole, such a line took 9.9 GB; data/long_texts.py cuts it first, and a word
+    of 50 MB without a separator, which no cut reaches enough tokens in, is shortened first."""
     source, out = tmp_path / "in.txt", tmp_path / "v.npy"
-    source.write_text("the cat sat on the mat . " * 2_000_000 + "\n", encoding="utf-8")
+    source.write_text(line + "\n", encoding="utf-8")
     script = ("import resource, sys\nfrom bert_jax import cli\ncode = cli.main(sys.argv[1:])\n"
               "print('peak', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "
               "file=sys.stderr)\nsys.exit(code)\n")
@@ -1679,7 +1683,7 @@ def test_embed_on_a_50_mb_one_line_input_peaks_under_2_gb(b, tmp_path):
     assert proc.returncode == 0, proc.stderr
     lines = proc.stderr.splitlines()
     assert lines[:-1] == ["bert-jax embed: warning: 1 of 1 texts were longer than 32 tokens and "
-                          "were truncated"]
+                          "were truncated"] * truncated
     peak = int(lines[-1].split()[1])
     assert peak < 2 * 2**30, f"peak RSS {peak / 2**30:.2f} GiB"
     assert np.load(out).shape == (1, 32)

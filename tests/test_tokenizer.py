@@ -159,9 +159,13 @@ def test_a_text_far_beyond_max_length_is_cut_first_with_the_same_tokens(lines, m
     unk = " ".join(["x" * 150] * 200)  # a token per 151 characters: the prefix must grow
     accents = "e\u0301" * 1500 + " " + prose  # a cut between a letter and its accent
     dots = "." * 2500  # punctuation: a token per character, no space
-    texts = [prose, unk, accents, dots, "short text", prose[:2500]]
+    # one word of 30,000 letters and digits (precomposed accents, a capital whose lowercase is
+    # two characters) between words: shortened to 101 characters, still one [UNK]
+    giant = "a word " + ("9f3cÉİ" * 5000) + "\u0301 then more" + " and text" * 300
+    cjk = "東京" * 3000 + " " + prose[:500]  # letters, but a word each: never shortened
+    texts = [prose, unk, accents, dots, "short text", prose[:2500], giant, cjk]
     # (the reference, whole pairs, costs the tokenizer a window of each for each of the other)
-    pairs = [unk, prose[:3000], "short", prose[:3000], dots, prose[:2600]]
+    pairs = [unk, prose[:3000], "short", prose[:3000], dots, prose[:2600], giant, prose[:2000]]
 
     def whole(texts, pairs):
         tok.enable_truncation(MAX_LENGTH, strategy="longest_first")
@@ -179,6 +183,8 @@ def test_a_text_far_beyond_max_length_is_cut_first_with_the_same_tokens(lines, m
     from bert_jax.data import long_texts
     cut, _ = long_texts.cut_texts(tok, texts, None, MAX_LENGTH)
     assert len(cut[0]) < len(prose) and len(cut[3]) < len(dots)  # the cut did happen
+    assert len(cut[6]) < 4_000 and " " + "9f3cÉİ" * 16 + "9f3cÉ\u0301 " in cut[6]  # 101 kept
+    assert len(cut[7]) > 102 and texts[7].startswith(cut[7])  # a prefix: no run shortened
 
 
 def test_training_files_are_checked_a_block_at_a_time(tmp_path, monkeypatch):

@@ -10,6 +10,15 @@ pieces of the word it falls in, and WordPiece gives a word at most WORD_PIECES p
 word is one [UNK]). A prefix with too few tokens (long [UNK] words) is doubled until it has
 enough, or is the whole text.
 
+A word longer than WordPiece's limit is one [UNK] however long, so a field that is one giant
+word (a hex dump without spaces) would never reach enough tokens to cut: first, every run of
+letters and digits past the limit is shortened to one character more than it. Lowercasing and
+accent stripping never turn a letter or digit into nothing or into a separator, so the word
+around the run stays longer than the limit, one [UNK], and no token changes. (CJK characters
+are letters too but words of one character each: runs of them are left alone.) What stays
+unbounded: tens of megabytes of characters the normaliser deletes (control and format
+characters), which join the words around them.
+
 A pair is cut so that truncation, which trims the longer segment first and gives it the odd
 token, sees the same segment as the longer one: the longer is cut to more tokens than the
 other keeps (both are counted, a chunk at a time, when both are long). Untruncated, a long
@@ -18,6 +27,8 @@ pair costs more still: the tokenizer builds its overflowing windows, pairs of th
 
 from __future__ import annotations
 
+import re
+from functools import lru_cache
 from typing import Optional, Sequence
 
 from tokenizers import Tokenizer
@@ -25,16 +36,35 @@ from tokenizers import Tokenizer
 CHARS_PER_TOKEN = 100  # generous: English WordPiece averages under 5 characters a token
 WORD_PIECES = 100  # WordPiece's max_input_chars_per_word: a longer word is one [UNK]
 CHUNK = 1 << 18  # characters tokenized at once to count a long text's tokens
+_CJK = ("\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002a6df\U0002a700-\U0002ceaf"
+        "\U0002f800-\U0002fa1f")  # the BERT normaliser's "Chinese characters": a word each
 
 
 def cut_texts(tokenizer: Tokenizer, texts: Sequence[str], pairs: Optional[Sequence[str]],
               max_length: int) -> tuple[list[str], Optional[list[str]]]:
     """`texts` (and `pairs`) with every segment far beyond `max_length` tokens cut; call it with
     the tokenizer's truncation and padding off."""
+    texts = [_shorten_words(tokenizer, t, max_length) for t in texts]
     if pairs is None:
         return [_cut(tokenizer, t, max_length) or t for t in texts], None
+    pairs = [_shorten_words(tokenizer, t, max_length) for t in pairs]
     cut = [_cut_pair(tokenizer, a, b, max_length) for a, b in zip(texts, pairs)]
     return [a for a, _ in cut], [b for _, b in cut]
+
+
+def _shorten_words(tokenizer: Tokenizer, text: str, keep: int) -> str:
+    """`text` with each run of letters and digits longer than the tokenizer's word limit cut
+    to one character past it (the same tokens: see the module's docstring); a text too short
+    to be cut is returned as it is."""
+    limit = getattr(tokenizer.model, "max_input_chars_per_word", None)
+    if len(text) <= keep * CHARS_PER_TOKEN or not isinstance(limit, int):
+        return text  # short, or not WordPiece: nothing to shorten
+    return _long_run(limit).sub(lambda m: m.group()[:limit + 1], text)
+
+
+@lru_cache(maxsize=4)
+def _long_run(limit: int) -> re.Pattern:
+    return re.compile(rf"[^\W_{_CJK}]{{{limit + 2},}}")
 
 
 def _cut(tokenizer: Tokenizer, text: str, keep: int) -> Optional[str]:
