@@ -325,20 +325,23 @@ def test_head_init_draws_the_fresh_head(tiny, tmp_path, kind):
             jax.tree.leaves(params)[0]
 
 
-def test_reinit_layers_starts_the_pooler_and_top_layers_at_the_models_init(tiny, tmp_path):
-    """config.reinit_layers=1 (Zhang et al. 2021): the top layer and the pooler start at the
-    model's own init for the run's seed (rng.init_key), every other encoder parameter as the
-    checkpoint has it; a rate of 1e-12 keeps the kept model at its start. More layers than the
-    model has are refused by name."""
+def test_reinit_layers_and_reinit_attention_start_those_parameters_at_the_models_init(
+        tiny, tmp_path):
+    """config.reinit_layers=1 (Zhang et al. 2021) starts the top layer and the pooler at the
+    model's own init for the run's seed (rng.init_key); config.reinit_attention=2 starts the
+    query and key (kernels and biases) of both layers there; every other encoder parameter is
+    as the checkpoint has it. One run checks both: layer 1 whole and the pooler from
+    reinit_layers, layer 0's query and key from reinit_attention alone. A rate of 1e-12 keeps
+    the kept model at its start. More layers than the model has are refused by name."""
     import jax
     import jax.numpy as jnp
     from flax import traverse_util
 
     from bert_jax.models import BertForSequenceClassification
     from bert_jax.runtime import rng
-    from bert_jax.training.initial_params import reinit_top
-    finetuner.finetune(config(tiny, epochs=1, learning_rate=1e-12, reinit_layers=1, seed=3),
-                       str(tmp_path / "w"))
+    from bert_jax.training.initial_params import reinit_query_key, reinit_top
+    finetuner.finetune(config(tiny, epochs=1, learning_rate=1e-12, reinit_layers=1,
+                              reinit_attention=2, seed=3), str(tmp_path / "w"))
     got_config, got = pretrained.load_model_dir(str(tmp_path / "w" / "model"))
     _, loaded = pretrained.load_pretrained(str(tiny / "init"))
     fresh = BertForSequenceClassification(got_config).init(
@@ -346,51 +349,20 @@ def test_reinit_layers_starts_the_pooler_and_top_layers_at_the_models_init(tiny,
     flat_got = traverse_util.flatten_dict(got["bert"], sep="/")
     flat_loaded = traverse_util.flatten_dict(loaded["bert"], sep="/")
     flat_fresh = traverse_util.flatten_dict(fresh, sep="/")
-    redrawn = [k for k in flat_got if k.startswith(("encoder/layer_1/", "pooler/"))]
-    assert len(redrawn) == 18  # a layer's 16 tensors and the pooler's 2
+    top = [k for k in flat_got if k.startswith(("encoder/layer_1/", "pooler/"))]
+    assert len(top) == 18  # a layer's 16 tensors and the pooler's 2
+    first = "encoder/layer_0/attention/"
+    query_key = [k for k in flat_got if k.startswith((first + "query/", first + "key/"))]
+    assert sorted(query_key) == [first + "key/bias", first + "key/kernel", first + "query/bias",
+                                 first + "query/kernel"]
     for name, value in flat_got.items():
-        want = flat_fresh[name] if name in redrawn else flat_loaded[name]
+        want = flat_fresh[name] if name in top + query_key else flat_loaded[name]
         np.testing.assert_allclose(value, want, atol=1e-6, err_msg=name)
-    assert not np.allclose(flat_loaded["encoder/layer_1/attention/query/kernel"],
-                           flat_fresh["encoder/layer_1/attention/query/kernel"], atol=1e-3)
+    for name in ("encoder/layer_1/attention/query/kernel", first + "query/kernel",
+                 first + "key/kernel"):
+        assert not np.allclose(flat_loaded[name], flat_fresh[name], atol=1e-3), name
     with pytest.raises(Exception, match="config.reinit_layers: expected 0 to 2"):
         reinit_top(loaded, jax.device_get(fresh), 3, "init")
-
-
-def test_reinit_attention_starts_only_the_top_layers_query_and_key_at_the_models_init(
-        tiny, tmp_path):
-    """config.reinit_attention=1: the top layer's query and key (kernels and biases) start at
-    the model's own init for the run's seed, every other parameter — that layer's values and
-    feed-forward, the pooler — as the checkpoint has it. More layers than the model has are
-    refused by name."""
-    import jax
-    import jax.numpy as jnp
-    from flax import traverse_util
-
-    from bert_jax.models import BertForSequenceClassification
-    from bert_jax.runtime import rng
-    from bert_jax.training.initial_params import reinit_query_key
-    finetuner.finetune(config(tiny, epochs=1, learning_rate=1e-12, reinit_attention=1, seed=3),
-                       str(tmp_path / "w"))
-    got_config, got = pretrained.load_model_dir(str(tmp_path / "w" / "model"))
-    _, loaded = pretrained.load_pretrained(str(tiny / "init"))
-    fresh = BertForSequenceClassification(got_config).init(
-        rng.init_key(3), jnp.zeros((1, 32), jnp.int32))["params"]["bert"]
-    flat_got = traverse_util.flatten_dict(got["bert"], sep="/")
-    flat_loaded = traverse_util.flatten_dict(loaded["bert"], sep="/")
-    flat_fresh = traverse_util.flatten_dict(fresh, sep="/")
-    top = "encoder/layer_1/attention/"
-    redrawn = [k for k in flat_got if k.startswith((top + "query/", top + "key/"))]
-    assert sorted(redrawn) == ["encoder/layer_1/attention/key/bias",
-                               "encoder/layer_1/attention/key/kernel",
-                               "encoder/layer_1/attention/query/bias",
-                               "encoder/layer_1/attention/query/kernel"]
-    for name, value in flat_got.items():
-        want = flat_fresh[name] if name in redrawn else flat_loaded[name]
-        np.testing.assert_allclose(value, want, atol=1e-6, err_msg=name)
-    for name in ("query/kernel", "key/kernel"):
-        assert not np.allclose(flat_loaded[f"encoder/layer_1/attention/{name}"],
-                               flat_fresh[f"encoder/layer_1/attention/{name}"], atol=1e-3)
     with pytest.raises(Exception, match="config.reinit_attention: expected 0 to 2"):
         reinit_query_key(loaded, jax.device_get(fresh), 3, "init")
 
