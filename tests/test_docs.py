@@ -1,0 +1,116 @@
+"""The documentation holds together: the site builds in strict mode, and every relative link and
+anchor in README.md, docs/ and bench/RESULTS.md resolves.
+
+MkDocs checks the site's own links and anchors (with its slugs); the site does not hold README.md
+or bench/RESULTS.md, which readers open on GitHub, so those are checked here with GitHub's
+heading slugs — and docs/ too, since its pages are read on GitHub as well.
+"""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CHECKED = ["README.md", "bench/RESULTS.md", *sorted(
+    str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
+
+_FENCE = re.compile(r"^(```|~~~).*?^\1", re.S | re.M)
+_CODE = re.compile(r"`[^`\n]*`")
+_LINK = re.compile(r"!?\[(?:[^\]\[]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$", re.M)
+
+
+def github_slug(heading):
+    """GitHub's anchor for a heading: markup dropped, lower case, punctuation removed, each space a
+    hyphen (so "A — B" gives "a--b")."""
+    text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", heading)  # a link keeps its text
+    text = re.sub(r"<[^>]+>", "", text).replace("`", "").replace("*", "")
+    text = text.strip().lower()
+    text = re.sub(r"[^\w\- ]", "", text)
+    return text.replace(" ", "-")
+
+
+def anchors(path):
+    """Every anchor a markdown file offers: its headings' slugs (repeats numbered as GitHub does)
+    and explicit `<a id=…>` / `{#id}` targets."""
+    text = _FENCE.sub("", path.read_text(encoding="utf-8"))
+    seen, found = {}, set()
+    for _, title in _HEADING.findall(text):
+        custom = re.search(r"\{#([\w-]+)\}\s*$", title)
+        if custom:
+            found.add(custom.group(1))
+            title = title[:custom.start()]
+        slug = github_slug(title)
+        n = seen.get(slug, 0)
+        seen[slug] = n + 1
+        found.add(slug if n == 0 else f"{slug}-{n}")
+    found.update(re.findall(r"<a\s+(?:id|name)=\"([^\"]+)\"", text))
+    return found
+
+
+def links(path):
+    """(target, line number) for every markdown link and image outside code."""
+    text = path.read_text(encoding="utf-8")
+    blank = lambda m: re.sub(r"[^\n]", " ", m.group(0))  # keep line numbers
+    text = _CODE.sub(blank, _FENCE.sub(blank, text))
+    for m in _LINK.finditer(text):
+        yield m.group(1), text.count("\n", 0, m.start()) + 1
+
+
+def broken_links(root, names):
+    """One line per relative link or anchor in `names` that does not resolve."""
+    broken = []
+    for name in names:
+        source = root / name
+        for target, line in links(source):
+            if re.match(r"[a-z][a-z0-9+.-]*:", target):  # http:, https:, mailto:
+                continue
+            file, _, anchor = target.partition("#")
+            dest = (source.parent / file).resolve() if file else source
+            where = f"{name}:{line}: {target}"
+            if not dest.exists():
+                broken.append(f"{where}: no file {dest.relative_to(root.resolve())}")
+            elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
+                broken.append(f"{where}: no heading with anchor #{anchor}")
+    return broken
+
+
+def test_github_slugs_match_githubs_rules():
+    assert github_slug("Does pretraining pay?") == "does-pretraining-pay"
+    assert github_slug("Pretraining step, CPU — 2026-12-06") == "pretraining-step-cpu--2026-12-06"
+    assert github_slug("`bert-jax env` and [caches](x.md)") == "bert-jax-env-and-caches"
+    assert github_slug("Time_to accuracy") == "time_to-accuracy"
+
+
+def test_the_checker_finds_a_broken_file_and_a_broken_anchor(tmp_path):
+    (tmp_path / "a.md").write_text(
+        "# Top\n## Top\n[ok](#top-1) [ok](b.md#sub) [bad](#nope) [bad](c.md)\n"
+        "`[code](ignored.md)`\n```\n[fenced](ignored.md)\n```\n![img](b.md)\n", encoding="utf-8")
+    (tmp_path / "b.md").write_text("## Sub\n", encoding="utf-8")
+    broken = broken_links(tmp_path, ["a.md"])
+    assert broken == ["a.md:3: #nope: no heading with anchor #nope",
+                      "a.md:3: c.md: no file c.md"]
+
+
+def test_every_relative_link_and_anchor_resolves():
+    assert broken_links(ROOT, CHECKED) == []
+
+
+def test_readme_stays_short():
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").count("\n")
+    assert lines <= 200, f"README.md has {lines} lines; the guides in docs/ hold the rest"
+
+
+def test_the_site_builds_in_strict_mode(tmp_path):
+    """A broken link, a missing anchor, a page out of the nav or an API page whose object moved
+    fails the build."""
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    out = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path / "site")],
+        cwd=ROOT, capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-4000:]
+    assert (tmp_path / "site" / "pretraining" / "index.html").exists()
+    api = (tmp_path / "site" / "api" / "index.html").read_text(encoding="utf-8")
+    assert "bert_jax.model" in api  # the API pages were generated from the docstrings
