@@ -228,7 +228,7 @@ def main() -> None:
     p.add_argument("--warm-cache", action="store_true",
                    help="ours with a filled XLA compilation cache (a repeated job)")
     p.add_argument("--one-thread", action="store_true", help="XLA and torch on one thread each")
-    p.add_argument("--write", action="store_true", help="append the tables to RESULTS.md")
+    p.add_argument("--write", action="store_true", help="add the tables to RESULTS.md's history")
     args = p.parse_args()
     if args.one_thread:  # before jax starts its backend; the job processes inherit it
         os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + ONE_THREAD).strip()
@@ -239,10 +239,10 @@ def main() -> None:
     jobs = job_rows([j for j in args.jobs.split(",") if j], args.sentences, args.warm_cache)
     table = format_tables(forward, jobs, args)
     print(table)
-    if args.write:
+    if args.write:  # at the top of RESULTS.md's history, with the machine it ran on
+        import results_page
         from bert_jax.runtime import environment
-        with open(os.path.join(HERE, "RESULTS.md"), "a") as f:  # the table and its machine
-            f.write("\n" + table + "\n" + environment.markdown(environment.record()))
+        results_page.add_section(table + "\n" + environment.markdown(environment.record()))
 
 
 if __name__ == "__main__":

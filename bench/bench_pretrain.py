@@ -243,7 +243,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="tiny,mini,small,base")
     parser.add_argument("--steps", type=int, default=7)
-    parser.add_argument("--write", action="store_true", help="append the table to RESULTS.md")
+    parser.add_argument("--write", action="store_true", help="add the table to RESULTS.md's history")
     parser.add_argument("--seq", type=int, default=SEQ, help="sequence length")
     parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
     parser.add_argument("--remat", action="store_true", help="ours remat=True, HF checkpointing")
@@ -280,10 +280,10 @@ def main() -> None:
     table = format_table(rows, ceiling, jax.__version__, torch.__version__,
                          transformers.__version__, args)
     print(table)
-    if args.write:
+    if args.write:  # at the top of RESULTS.md's history, with the machine it ran on
+        import results_page
         from bert_jax.runtime import environment
-        with open(os.path.join(os.path.dirname(__file__), "RESULTS.md"), "a") as f:
-            f.write("\n" + table + "\n\n" + environment.markdown(environment.record()))
+        results_page.add_section(table + "\n\n" + environment.markdown(environment.record()))
 
 
 def format_table(rows, ceiling, jax_v, torch_v, tf_v, args) -> str:

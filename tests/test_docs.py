@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from conftest import bench_module
+
 ROOT = Path(__file__).resolve().parents[1]
 CHECKED = ["README.md", "bench/RESULTS.md", *sorted(
     str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
@@ -114,3 +116,33 @@ def test_the_site_builds_in_strict_mode(tmp_path):
     assert (tmp_path / "site" / "pretraining" / "index.html").exists()
     api = (tmp_path / "site" / "api" / "index.html").read_text(encoding="utf-8")
     assert "bert_jax.model" in api  # the API pages were generated from the docstrings
+
+
+def test_results_page_is_today_then_the_history_newest_first():
+    """bench/RESULTS.md: "Today" first, each benchmark with a date and the command that
+    reproduces it; then every dated section, newest first, each listed in the contents."""
+    page = bench_module("results_page")
+    text = (ROOT / "bench" / "RESULTS.md").read_text(encoding="utf-8")
+    assert text.index("## Today") < text.index(page.HISTORY)
+    today = text.split("## Today", 1)[1].split("\n## ", 1)[0]
+    for block in today.split("\n### ")[1:]:
+        title = block.splitlines()[0]
+        assert page.DATE.search(block), f"Today's '{title}' has no date"
+        assert re.search(r"`python (bench/\w+\.py|train\.py)", block), f"'{title}': no command"
+    dates = [page.DATE.search(h).group(1) for h in page.history_headings(text)]
+    assert len(dates) >= 25 and dates == sorted(dates, reverse=True)
+    assert page.with_contents(text) == text, "run results_page.with_contents: contents are stale"
+
+
+def test_a_bench_section_goes_on_top_of_the_history_and_into_the_contents(tmp_path):
+    page = bench_module("results_page")
+    path = tmp_path / "RESULTS.md"
+    path.write_text((ROOT / "bench" / "RESULTS.md").read_text(encoding="utf-8"), "utf-8")
+    page.add_section("### Pretraining step, CPU — 2099-01-01\n\n| a |\n|---|\n| 1 |\n", path)
+    text = path.read_text(encoding="utf-8")
+    assert page.history_headings(text)[0] == "Pretraining step, CPU — 2099-01-01"
+    assert "- [Pretraining step, CPU — 2099-01-01](#pretraining-step-cpu--2099-01-01)" in text
+    assert broken_links(tmp_path, ["RESULTS.md"]) == [
+        f"RESULTS.md:{i + 1}: {target}: no file {target}"  # its pictures are not copied
+        for i, line in enumerate(text.splitlines())
+        for target in re.findall(r"\]\(([\w./-]+\.png)\)", line)]
