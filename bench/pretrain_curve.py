@@ -3,6 +3,8 @@
 
     python bench/pretrain_curve.py WORKDIR [--out bench/pays/curve.png] [--label NAME]
         [--baseline MCC]   # e.g. the probe on random weights, drawn as a dotted line
+        [--x steps]        # steps on the x axis: a run on a shared machine, whose minutes
+                           # say more about the other jobs than about the run
 
 Minutes count from the run's first record (the probe at step 0, written once the data are
 prepared and the step compiled), so they are the training clock the time budget counts.
@@ -55,24 +57,28 @@ def table(curve: dict) -> str:
     return "\n".join(lines)
 
 
-def plot(curve: dict, path: str, label: str, baseline: float | None) -> None:
+def plot(curve: dict, path: str, label: str, baseline: float | None,
+         x: str = "minutes") -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, mlm = plt.subplots(figsize=(6.4, 3.6))
     probe = mlm.twinx()
+    at = (lambda m, s: m) if x == "minutes" else (lambda m, s: s)
     if curve["eval"]:
-        mlm.plot([m for m, _, _ in curve["eval"]], [a for _, _, a in curve["eval"]], "o-",
-                 color="tab:blue", label="held-out MLM accuracy")
+        mlm.plot([at(m, s) for m, s, _ in curve["eval"]], [a for _, _, a in curve["eval"]],
+                 "o-", color="tab:blue", label="held-out MLM accuracy")
     for name, points in sorted(curve["probe"].items()):
-        probe.plot([m for m, _, _ in points], [100 * v for _, _, v in points], "s--",
+        probe.plot([at(m, s) for m, s, _ in points], [100 * v for _, _, v in points], "s--",
                    color="tab:orange", label=f"probe: {name} MCC ×100")
     if baseline is not None:
         probe.axhline(100 * baseline, color="tab:orange", linestyle=":",
                       label="probe on random weights")
-    mlm.set_xlabel("minutes of training")
+    mlm.set_xlabel("minutes of training" if x == "minutes" else "steps")
     mlm.set_ylabel("held-out MLM accuracy", color="tab:blue")
     probe.set_ylabel("probe MCC ×100", color="tab:orange")
+    top = max(probe.get_ylim()[1], 100 * baseline if baseline is not None else 0)
+    probe.set_ylim(0, 1.15 * top)  # from zero: a few points of MCC look like a few points
     mlm.set_title(label)
     handles = mlm.get_legend_handles_labels()[0] + probe.get_legend_handles_labels()[0]
     mlm.legend(handles, [h.get_label() for h in handles], loc="lower right", fontsize=8)
@@ -87,10 +93,11 @@ def main(argv=None) -> None:
     parser.add_argument("--out", default="bench/pays/curve.png")
     parser.add_argument("--label", default="")
     parser.add_argument("--baseline", type=float, default=None)
+    parser.add_argument("--x", choices=("minutes", "steps"), default="minutes")
     args = parser.parse_args(argv)
     curve = read_curve(args.workdir)
     print(table(curve))
-    plot(curve, args.out, args.label or args.workdir, args.baseline)
+    plot(curve, args.out, args.label or args.workdir, args.baseline, args.x)
     print(f"wrote {args.out}")
 
 

@@ -23,3 +23,24 @@ def test_curve_reads_minutes_steps_mlm_and_every_probe(tmp_path):
     assert lines[3] == "| 1.0 | 100 | 0.250 | 30.0 | 50.0 |"
     curve_mod.plot(curve, str(tmp_path / "c.png"), "run", 0.19)
     assert (tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_curve_can_be_drawn_against_steps(tmp_path):
+    """--x steps: a shared machine's minutes say more about the other jobs than the run."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    curve = {"eval": [(3.0, 1000, 0.28), (9.0, 2000, 0.34)],
+             "probe": {"fine_foods": [(0.0, 0, 0.19), (3.1, 1000, 0.18)]}}
+    drawn = []
+    real_savefig = plt.Figure.savefig
+
+    def keep(fig, *a, **k):
+        drawn.append([list(line.get_xdata()) for ax in fig.axes for line in ax.lines])
+        return real_savefig(fig, *a, **k)
+    plt.Figure.savefig = keep
+    try:
+        curve_mod.plot(curve, str(tmp_path / "s.png"), "run", None, x="steps")
+    finally:
+        plt.Figure.savefig = real_savefig
+    assert drawn == [[[1000, 2000], [0, 1000]]]
