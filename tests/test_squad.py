@@ -546,3 +546,42 @@ def test_predict_on_squad_json_a_chunk_at_a_time(toks, minilm_dir, tmp_path, mon
     assert len({a["answer"] for a in whole}) >= 6
     for a, ex in zip(whole, examples):
         assert ex.context[a["start"]:a["end"]] == a["answer"]
+
+
+def _python_peak(fn) -> int:
+    """Peak bytes Python and numpy allocate while fn() runs (tracemalloc)."""
+    import tracemalloc
+    tracemalloc.start()
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_memory_of_a_long_context_does_not_grow_with_its_questions(toks, monkeypatch):
+    """A 20k-character context asked 20 or 200 questions (about 2,500 or 25,000 windows of 64
+    tokens): streamed through Windows and BestSpans, the peak of what Python holds stays about
+    the same (14.6 MB both); all at once (features), it grows with the windows."""
+    import bert_jax.tasks.question_answering as qa_module
+    tok, _ = toks
+    context = " ".join(_paragraphs(200, min_words=20))[:20_000]
+    assert len(context) == 20_000
+
+    def examples(n):
+        return [QAExample(f"q{i}", f"What happened in part {i} of the story?", context, (), ())
+                for i in range(n)]
+
+    def streamed(n):
+        windows = qa_windows.Windows(tok, examples(n), 64, 16, "test")
+        found = qa_module.best_spans(_row_logits, windows, 20, 30).answers()
+        assert len(found) == n and all(a["answer"] for a in found)
+        return len(windows)
+
+    counts = {}
+    peaks = {n: _python_peak(lambda n=n: counts.setdefault(n, streamed(n))) for n in (20, 200)}
+    assert counts[200] == 10 * counts[20] >= 10 * 20 * 100  # 100+ windows per question
+    assert peaks[200] < 1.3 * peaks[20], peaks
+    whole = {n: _python_peak(lambda n=n: qa_windows.features(tok, examples(n), 64, 16, False))
+             for n in (20, 200)}  # the measure sees growth: 12.7 MB, 67 MB
+    assert whole[200] > 4 * whole[20] and whole[200] > 4 * peaks[200], (whole, peaks)

@@ -85,10 +85,15 @@ class BestSpans:
         s_char = offsets[rows, top_s[rows, pick // k], 0]
         e_char = offsets[rows, top_e[rows, pick % k], 1]
         window_null = start[:, 0] + end[:, 0]  # (N,)
-        for w, i in enumerate(index):  # strict >: the earliest window keeps a tie
-            if window_best[w] > self.best[i]:
-                self.best[i], self.start[i], self.end[i] = window_best[w], s_char[w], e_char[w]
-            self.null[i] = min(self.null[i], window_null[w])
+        # each example's best window here, the earliest of equals; it replaces the best of
+        # earlier chunks only when strictly better, so the earliest window keeps a tie
+        order = np.lexsort((rows, -window_best, index))
+        first = order[np.r_[True, index[order][1:] != index[order][:-1]]] if n else order
+        better = first[window_best[first] > self.best[index[first]]]
+        ex = index[better]
+        self.best[ex], self.start[ex], self.end[ex] = (window_best[better], s_char[better],
+                                                       e_char[better])
+        np.minimum.at(self.null, index, window_null)
         self.seen[index] = True
         self.windows += n
 
