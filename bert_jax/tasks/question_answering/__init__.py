@@ -34,7 +34,7 @@ def load(cfg, tok) -> TaskData:
     for split, (where, examples) in splits.items():
         if split == "train":
             feats = qa_windows.features(tok, examples, cfg.max_seq_length, cfg.doc_stride,
-                                  training=True, where=where)
+                                        training=True, where=where)
             train = {k: feats[k] for k in INPUTS + ("start_positions", "end_positions")}
             continue
         windows = qa_windows.Windows(tok, examples, cfg.max_seq_length, cfg.doc_stride, where)
@@ -93,9 +93,9 @@ def answer_questions(config, params, tok, questions: Sequence[str], contexts: Se
                      null_threshold: float = 0.0) -> list[dict]:
     """The best span of each context for its question, as fine-tuning scores them: every
     window of the context (windows.Windows, a chunk at a time), the n-best start ≤ end pairs of
-    each (answers.BestSpans). One
-    dict per question: id, answer, score (start + end logit), start, end (character offsets
-    into the context; "" and -1, -1 for no answer, SQuAD 2.0 only)."""
+    each (answers.BestSpans). One dict per question: id, answer, score (start + end logit),
+    start, end (character offsets into the context; "" and -1, -1 for no answer, SQuAD 2.0
+    only)."""
     import jax
 
     from bert_jax import inference
@@ -159,6 +159,5 @@ TASK = Task(
     predictions_file=paths.PREDICTIONS,
     predict=Predictor(_predict, (".jsonl",),
                       "input rows with question and context (and optionally id), or SQuAD "
-                      "JSON; a jsonl "
-                      "line each with answer, score (start + end logit), start, end "
-                      "(character offsets into the context)"))
+                      "JSON; a jsonl line each with answer, score (start + end logit), start, "
+                      "end (character offsets into the context)"))
