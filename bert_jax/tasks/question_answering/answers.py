@@ -18,8 +18,8 @@ def best_answers(start_logits: np.ndarray, end_logits: np.ndarray, feats: dict,
 
     Args:
       start_logits, end_logits: (N, L) per window, N = len(feats["example_index"]).
-      feats: `squad.features` output; uses offsets (N, L, 2) (-1 outside the context) and
-        example_index (N,).
+      feats: `windows.features` output (or a chunk of `windows.Windows`); uses offsets
+        (N, L, 2) (-1 outside the context) and example_index (N,).
       examples: the QAExamples the features came from (their contexts give the texts).
       n_best: start and end candidates per window (the top n_best of each by logit).
       max_answer_length: longest span in tokens.
