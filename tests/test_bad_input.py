@@ -142,6 +142,7 @@ class Case:
     needle: str  # must appear in the one stderr line
     absent: tuple = ()  # a brand-new workdir / destination that must not be left behind
     also: tuple = ()  # further parts the line must contain, wherever they are in it
+    patch: tuple = ()  # (module, name, value): a limit made small for the case
 
 
 CASES = {}
@@ -1276,6 +1277,59 @@ def pretrain_jsonl_field_nested_10000_deep(b, t):
                 f"{source}:2: JSON nested more than 64 levels deep", absent=(t / "work",))
 
 
+def long_line_rows(file, size: int, **fields) -> str:
+    """jsonl: a good row, then one whose text takes more than `size` bytes."""
+    long = dict(fields, text=" ".join(["good"] * (size // 5 + 1)))
+    file.write_text(json.dumps(fields) + "\n" + json.dumps(long) + "\n" + json.dumps(fields)
+                    + "\n", encoding="utf-8")
+    return str(file)
+
+
+@case
+def pretrain_jsonl_line_over_the_limit(b, t):
+    from bert_jax.data import text_sources
+    source = long_line_rows(t / "corpus.jsonl", 1000, text="The cat sat. The dog read.")
+    return Case(pretrain(b, t, f"--config.train_files={source}"),
+                f"{source}:2: line longer than 1,000 bytes; a JSON record this long is refused",
+                absent=(t / "work",), patch=((text_sources, "MAX_JSONL_LINE", 1000),))
+
+
+@case
+def finetune_jsonl_row_over_the_limit(b, t):
+    from bert_jax.tasks import tables
+    train = long_line_rows(t / "train.jsonl", 1000, text="a good film", label="pos")
+    return Case(finetune(b, t, train=train),
+                f"{train}:2: line longer than 1,000 bytes; a table row this long is refused",
+                absent=(t / "work",), patch=((tables, "MAX_ROW_BYTES", 1000),))
+
+
+@case
+def finetune_csv_row_over_the_limit(b, t):
+    from bert_jax.tasks import tables
+    (t / "train.csv").write_text("text,label\na good film,pos\n" + "good " * 300 + ",pos\n")
+    return Case(finetune(b, t, train=t / "train.csv"),
+                f"{t / 'train.csv'}:3: line longer than 1,000 bytes; a table row this long",
+                absent=(t / "work",), patch=((tables, "MAX_ROW_BYTES", 1000),))
+
+
+@case
+def predict_jsonl_row_over_the_limit(b, t):
+    from bert_jax.tasks import tables
+    source = long_line_rows(t / "in.jsonl", 1000, text="a good film")
+    return Case(predict(b, t, input=source, output=t / "pred.jsonl"),
+                f"{source}:2: line longer than 1,000 bytes; a table row this long is refused",
+                absent=(t / "pred.jsonl",), patch=((tables, "MAX_ROW_BYTES", 1000),))
+
+
+@case
+def predict_qa_jsonl_row_over_the_limit(b, t):
+    from bert_jax.tasks import tables
+    source = long_line_rows(t / "q.jsonl", 1000, question="what sat ?", context="the cat sat")
+    return Case(predict(b, t, model=path(b, "hf_qa"), input=source, output=t / "a.jsonl"),
+                f"{source}:2: line longer than 1,000 bytes; a table row this long is refused",
+                absent=(t / "a.jsonl",), patch=((tables, "MAX_ROW_BYTES", 1000),))
+
+
 @case
 def finetune_qa_squad_json_nested_10000_deep(b, t):
     (t / "train.json").write_text('{"version": "1.1", "data": [], "x": ' + DEEP + "}",
@@ -1519,6 +1573,8 @@ def test_bad_input_is_one_line_and_changes_nothing(name, b, tmp_path, capfd, mon
     # first compile over a second, whichever case that falls on (`-k` changes which)
     monkeypatch.setenv("BERT_JAX_XLA_CACHE", "")
     c = CASES[name](b, tmp_path)
+    for target, attribute, value in c.patch:
+        monkeypatch.setattr(target, attribute, value)
     before = snapshot(tmp_path, b)
     code = cli.main([str(a) for a in c.argv])
     out, err = capfd.readouterr()

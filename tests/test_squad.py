@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from bert_jax.tasks.question_answering import answers as qa_answers, data as squad
+from bert_jax.tasks.question_answering import windows as qa_windows
 from bert_jax.tasks.question_answering.data import QAExample
 from bert_jax.data.tokenizer import load
 from bert_jax.errors import BertJaxError
@@ -156,13 +157,13 @@ def test_bad_input_one_line(tmp_path, toks):
 
     tok = toks[0]
     long_q = QAExample("q7", " ".join(["why"] * 30), "Paris and London", (), ())
-    message = _error(squad.features, tok, [ex[0], long_q], 32, 4, training=False, where="d")
+    message = _error(qa_windows.features, tok, [ex[0], long_q], 32, 4, training=False, where="d")
     assert message == ("d: question 'q7' has 30 tokens; max_length 32 leaves no room "
                        "for the context")
     long_c = QAExample("q8", "Who?", " ".join(["word"] * 50), (), ())  # room: 32 - 2 - 3 = 27
-    assert _error(squad.features, tok, [long_c], 32, 27, training=False).startswith(
+    assert _error(qa_windows.features, tok, [long_c], 32, 27, training=False).startswith(
         "doc_stride: 27 must be less than the 27 context tokens")
-    assert len(squad.features(tok, [long_c], 32, 26, training=False)["input_ids"]) == 24
+    assert len(qa_windows.features(tok, [long_c], 32, 26, training=False)["input_ids"]) == 24
     assert tok.truncation is None and tok.padding is None  # settings restored after a refusal
 
 
@@ -179,7 +180,7 @@ def _hf_windows(hf, examples, max_length, stride):
 def test_windows_equal_transformers(toks, max_length, stride):
     tok, hf = toks
     examples = _examples()
-    feats = squad.features(tok, examples, max_length, stride, training=True)
+    feats = qa_windows.features(tok, examples, max_length, stride, training=True)
     enc = _hf_windows(hf, examples, max_length, stride)
     n = len(enc["input_ids"])
     assert np.bincount(feats["example_index"]).min() >= 3  # every context needs 3+ windows
@@ -212,7 +213,7 @@ def test_windows_equal_transformers(toks, max_length, stride):
         assert end == min(t for t in ctx if offs[t][1] >= e_char)
         assert ex.context[offs[start][0]:offs[end][1]] == ex.answers[0]
     assert inside >= len(examples) - 1
-    assert "start_positions" not in squad.features(tok, examples[:1], 48, 12, training=False)
+    assert "start_positions" not in qa_windows.features(tok, examples[:1], 48, 12, training=False)
 
 
 @pytest.mark.parametrize("max_length,stride", [(48, 12), (33, 5)])
@@ -222,16 +223,16 @@ def test_windows_are_encoded_a_few_windows_at_a_time_with_the_same_result(toks, 
     fill a chunk); the count each example is given is the count it makes."""
     tok, _ = toks
     examples = _examples()
-    whole = squad.features(tok, examples, max_length, stride, training=True)
-    monkeypatch.setattr(squad, "_ENCODE_WINDOWS", 4)
-    chunked = squad.features(tok, examples, max_length, stride, training=True)
+    whole = qa_windows.features(tok, examples, max_length, stride, training=True)
+    monkeypatch.setattr(qa_windows, "_ENCODE_WINDOWS", 4)
+    chunked = qa_windows.features(tok, examples, max_length, stride, training=True)
     assert whole.keys() == chunked.keys()
     for key in whole:
         assert np.array_equal(whole[key], chunked[key]), key
-    counted = squad._check_lengths(tok, examples, max_length, stride,
+    counted = qa_windows._check_lengths(tok, examples, max_length, stride,
                                    tok.num_special_tokens_to_add(True), "test")
     assert counted == np.bincount(whole["example_index"]).tolist()
-    assert list(squad._chunks([3, 1, 5, 2, 2], 4)) == [(0, 2), (2, 3), (3, 5)]
+    assert list(qa_windows._chunks([3, 1, 5, 2, 2], 4)) == [(0, 2), (2, 3), (3, 5)]
 
 
 def test_answer_at_window_edges(toks):
@@ -244,7 +245,7 @@ def test_answer_at_window_edges(toks):
     tok.enable_truncation(5)  # a caller's settings: ignored here, then restored
     tok.enable_padding(length=50)
     try:
-        feats = squad.features(tok, [across, last], 9, 2, training=True)  # 4 context tokens
+        feats = qa_windows.features(tok, [across, last], 9, 2, training=True)  # 4 context tokens
         assert tok.truncation["max_length"] == 5 and tok.padding["length"] == 50
     finally:
         tok.no_truncation()
@@ -297,7 +298,7 @@ def test_answers_equal_reference_on_transformers_logits(toks):
     examples = _examples(8, seed=1)
     max_length, stride = 48, 12
     enc = _hf_windows(hf, examples, max_length, stride)
-    feats = squad.features(tok, examples, max_length, stride, training=False)
+    feats = qa_windows.features(tok, examples, max_length, stride, training=False)
     assert feats["input_ids"].tolist() == enc["input_ids"]
     torch.manual_seed(0)
     config = transformers.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2,
@@ -394,7 +395,7 @@ def test_ties_and_window_boundary(toks):
     tok, _ = toks
     context = "one two three four five six seven eight nine ten"
     example = QAExample("a", "which?", context, ("four five six",), (context.index("four"),))
-    feats = squad.features(tok, [example], 9, 2, training=False)
+    feats = qa_windows.features(tok, [example], 9, 2, training=False)
     words = np.array([[context[s:e] if s >= 0 else "" for s, e in offs]
                       for offs in feats["offsets"]])
     start = np.where(words == "four", 5.0, 0.0)
@@ -413,3 +414,174 @@ def test_post_processing_refuses_mismatched_inputs():
                                          _feats(1), ex)
     assert "no window" in _error(qa_answers.best_answers, np.zeros((1, 10)), np.zeros((1, 10)),
                                  _feats(1), ex * 2)
+
+
+# -- a chunk of windows at a time ------------------------------------------------------------
+
+def _row_logits(inputs):
+    """Span logits that depend on each window's own tokens only (a stand-in model): the same
+    window gives the same logits in whatever chunk it comes."""
+    ids = inputs["input_ids"].astype(np.float64)
+    position = np.arange(ids.shape[1])
+    start = 5 * np.sin(ids * 0.731 + position * 0.123 + inputs["token_type_ids"] * 1.7)
+    end = 5 * np.cos(ids * 0.379 + position * 0.257)
+    return start.astype(np.float32), end.astype(np.float32)
+
+
+def _shared_context_examples():
+    """_examples plus four questions about its first context (one context, many questions)."""
+    examples = _examples(8, seed=1)
+    first = examples[0]
+    return examples + [QAExample(f"s{i}", f"Question {i} about the first story?", first.context,
+                                 first.answers, first.answer_starts) for i in range(4)]
+
+
+def test_windows_a_chunk_at_a_time_give_the_answers_and_scores_of_all_at_once(toks,
+                                                                                monkeypatch):
+    """Evaluation and predict run the model on a chunk of windows at a time and keep only each
+    question's best span (answers.BestSpans): answers, scores and null scores equal the
+    all-at-once path (features, then best_answers) exactly, with chunks of ~5 windows."""
+    from bert_jax import tasks
+    from bert_jax.tasks.question_answering.scores import squad_scores
+    qa = tasks.TASKS["question-answering"]
+    import bert_jax.tasks.question_answering as qa_module
+    assert qa.load is qa_module.load
+    tok, _ = toks
+    examples = _shared_context_examples()
+    max_length, stride = 48, 12
+    whole = qa_windows.features(tok, examples, max_length, stride, training=False)
+    start, end = _row_logits(whole)
+    monkeypatch.setattr(qa_windows, "_ENCODE_WINDOWS", 5)
+    windows = qa_windows.Windows(tok, examples, max_length, stride, "test")
+    chunks = list(windows)
+    assert len(windows) == len(whole["input_ids"]) == sum(len(c["input_ids"]) for c in chunks)
+    assert len(chunks) >= 8 and max(len(c["input_ids"]) for c in chunks) < len(windows) / 4
+    for n_best, max_len in ((20, 30), (3, 4)):
+        v1 = qa_answers.best_answers(start, end, whole, examples, n_best, max_len)
+        median = float(np.median([a["null_score"] - a["score"] for a in v1]))
+        for version_2, threshold in ((False, 0.0), (True, 0.0), (True, median)):
+            expected = qa_answers.best_answers(start, end, whole, examples, n_best, max_len,
+                                               version_2, threshold)
+            got = qa_module.best_spans(_row_logits, windows, n_best, max_len).answers(
+                version_2, threshold)
+            assert got == expected
+            assert (squad_scores({a["id"]: a["answer"] for a in got}, examples)
+                    == squad_scores({a["id"]: a["answer"] for a in expected}, examples))
+        assert 3 <= sum(not a["answer"] for a in got) <= 9  # the median cuts about half
+        assert len({a["answer"] for a in v1}) >= 6  # and the answers differ
+
+
+def test_finetuning_evaluation_streams_its_windows(toks, tmp_path, monkeypatch):
+    """QA's validation split is an EvalSplit that streams: no inputs held, its windows counted,
+    and its scores and predictions those of the all-at-once path."""
+    import types
+
+    import task_fixtures as fx
+    import bert_jax.tasks.question_answering as qa_module
+    from bert_jax.tasks.question_answering.scores import squad_scores
+    tok, _ = toks
+    files = fx.qa_files(tmp_path, train=4, validation=12, facts=8)
+    cfg = types.SimpleNamespace(
+        dataset="", dataset_config="", train_file=str(files["train"]),
+        validation_file=str(files["validation"]), test_file="", version_2_with_negative=False,
+        max_seq_length=24, doc_stride=4, n_best=5, max_answer_length=4,
+        null_score_threshold=0.0)
+    monkeypatch.setattr(qa_windows, "_ENCODE_WINDOWS", 7)
+    split = qa_module.load(cfg, tok).evals["validation"]
+    examples = squad.read_examples(str(files["validation"]))
+    whole = qa_windows.features(tok, examples, 24, 4, training=False)
+    assert split.inputs is None and split.size == len(whole["input_ids"]) >= 4 * len(examples)
+    calls = []
+
+    def logits_of(inputs):
+        calls.append(len(inputs["input_ids"]))
+        return _row_logits(inputs)
+
+    scores, predictions = split.stream(logits_of)
+    assert len(calls) >= 4 and max(calls) <= 7 + 10 and sum(calls) == split.size
+    found = qa_answers.best_answers(*_row_logits(whole), whole, examples, 5, 4)
+    assert predictions == {a["id"]: a["answer"] for a in found}
+    assert scores == dict(squad_scores(predictions, examples), windows=split.size)
+
+
+def test_predict_on_squad_json_a_chunk_at_a_time(toks, minilm_dir, tmp_path, monkeypatch):
+    """`bert-jax predict` reads the official SQuAD JSON (a paragraph's questions share its
+    context) and runs the model a chunk of windows at a time: the answers equal those of one
+    chunk, and of the same questions given as jsonl rows."""
+    import shutil
+
+    from conftest import make_hf_model
+
+    from bert_jax import cli
+    model = tmp_path / "qa"
+    make_hf_model(model, "BertForQuestionAnswering", vocab_size=30522,
+                  max_position_embeddings=64)
+    for name in ("vocab.txt", "tokenizer.json"):
+        shutil.copy(os.path.join(minilm_dir, name), model / name)
+    examples = _shared_context_examples()
+    paragraphs = {}
+    for ex in examples:  # no answers: predict does not need them
+        paragraphs.setdefault(ex.context, []).append({"id": ex.id, "question": ex.question})
+    examples = [ex for c in paragraphs for ex in examples if ex.context == c]  # file order
+    squad_file = tmp_path / "questions.json"
+    squad_file.write_text(json.dumps({"data": [{"paragraphs": [
+        {"context": c, "qas": qas} for c, qas in paragraphs.items()]}]}), encoding="utf-8")
+    rows = tmp_path / "questions.jsonl"
+    rows.write_text("".join(json.dumps({"id": ex.id, "question": ex.question,
+                                        "context": ex.context}) + "\n" for ex in examples),
+                    encoding="utf-8")
+
+    def predict(source, name):
+        out = tmp_path / name
+        assert cli.main(["predict", str(model), "--input", str(source), "--output", str(out),
+                         "--max-seq-length", "48", "--doc-stride", "12",
+                         "--batch-size", "4"]) == 0
+        return [json.loads(line) for line in open(out, encoding="utf-8")]
+
+    whole = predict(squad_file, "whole.jsonl")
+    assert [a["id"] for a in whole] == [ex.id for ex in examples]
+    monkeypatch.setattr(qa_windows, "_ENCODE_WINDOWS", 5)
+    assert predict(squad_file, "chunked.jsonl") == whole
+    assert predict(rows, "rows.jsonl") == whole
+    assert len({a["answer"] for a in whole}) >= 6
+    for a, ex in zip(whole, examples):
+        assert ex.context[a["start"]:a["end"]] == a["answer"]
+
+
+def _python_peak(fn) -> int:
+    """Peak bytes Python and numpy allocate while fn() runs (tracemalloc)."""
+    import tracemalloc
+    tracemalloc.start()
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_memory_of_a_long_context_does_not_grow_with_its_questions(toks, monkeypatch):
+    """A 20k-character context asked 20 or 200 questions (about 2,500 or 25,000 windows of 64
+    tokens): streamed through Windows and BestSpans, the peak of what Python holds stays about
+    the same (14.6 MB both); all at once (features), it grows with the windows."""
+    import bert_jax.tasks.question_answering as qa_module
+    tok, _ = toks
+    context = " ".join(_paragraphs(200, min_words=20))[:20_000]
+    assert len(context) == 20_000
+
+    def examples(n):
+        return [QAExample(f"q{i}", f"What happened in part {i} of the story?", context, (), ())
+                for i in range(n)]
+
+    def streamed(n):
+        windows = qa_windows.Windows(tok, examples(n), 64, 16, "test")
+        found = qa_module.best_spans(_row_logits, windows, 20, 30).answers()
+        assert len(found) == n and all(a["answer"] for a in found)
+        return len(windows)
+
+    counts = {}
+    peaks = {n: _python_peak(lambda n=n: counts.setdefault(n, streamed(n))) for n in (20, 200)}
+    assert counts[200] == 10 * counts[20] >= 10 * 20 * 100  # 100+ windows per question
+    assert peaks[200] < 1.3 * peaks[20], peaks
+    whole = {n: _python_peak(lambda n=n: qa_windows.features(tok, examples(n), 64, 16, False))
+             for n in (20, 200)}  # the measure sees growth: 12.7 MB, 67 MB
+    assert whole[200] > 4 * whole[20] and whole[200] > 4 * peaks[200], (whole, peaks)

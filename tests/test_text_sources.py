@@ -290,3 +290,56 @@ def test_content_hash(tmp_path):
                 for c, s in (("", "train"), ("en", "train"), ("", "test"))]
     digests = [content_hash(d) for d in datasets]
     assert len(set(digests)) == 3 and digests[0] == content_hash(datasets[0])
+
+
+class _CountingFile:
+    """A binary file that counts the bytes read from it."""
+
+    def __init__(self, data: bytes):
+        self.file, self.read_bytes = __import__("io").BytesIO(data), 0
+
+    def readline(self, size=-1):
+        line = self.file.readline(size)
+        self.read_bytes += len(line)
+        return line
+
+
+def test_line_blocks_yields_lines_and_refuses_one_over_the_cap_without_reading_it(monkeypatch):
+    from bert_jax.data import text_files
+    monkeypatch.setattr(text_files, "_LINE_BLOCK", 1000)
+    lines = [b"a" * 2500 + b"\n", b"\n", b"b" * 3000 + b"\n", b"c" * 3000]  # last: no newline
+    got = list(text_files.line_blocks(_CountingFile(b"".join(lines)), "f.jsonl", 3000))
+    assert got == lines  # a line of exactly the cap (newline not counted) passes
+    assert list(text_files.line_blocks(_CountingFile(b"x\ny"), "f", None)) == [b"x\n", b"y"]
+    # a 10 MB line after two good ones: refused naming line 3, having read the cap + one block
+    f = _CountingFile(b"ok\nok\n" + b"z" * 10_000_000 + b"\nnever\n")
+    with pytest.raises(BertJaxError) as e:
+        list(text_files.line_blocks(f, "big.jsonl", 3000, "JSON record"))
+    assert str(e.value) == ("big.jsonl:3: line longer than 3,000 bytes; a JSON record this long "
+                            "is refused, not read whole")
+    assert f.read_bytes <= 6 + 3000 + 1000
+    with pytest.raises(BertJaxError, match=r"^f:1: line longer than 256 MiB; a table row"):
+        list(text_files.line_blocks(_CountingFile(b"q" * ((256 << 20) + 1)), "f", 256 << 20,
+                                    "table row"))
+
+
+def test_a_pretraining_jsonl_line_over_the_limit_is_refused_naming_it(tmp_path, monkeypatch):
+    """MAX_JSONL_LINE (256 MiB) patched to 1,000 bytes: the line that passes it is refused,
+    plain or gzip, after the records before it were read."""
+    from bert_jax.data import text_sources
+    monkeypatch.setattr(text_sources, "MAX_JSONL_LINE", 1000)
+    rows = [json.dumps({"text": "Short one."}), json.dumps({"text": "x " * 600}),
+            json.dumps({"text": "never read"})]
+    for name, opener in (("c.jsonl", open), ("c.jsonl.gz", gzip.open)):
+        path = tmp_path / name
+        with opener(path, "wt", encoding="utf-8") as f:
+            f.write("\n".join(rows) + "\n")
+        (source,) = list_sources(str(path))
+        stream = iter_paragraphs(source)
+        assert next(stream) == (0, "Short one.")
+        with pytest.raises(BertJaxError) as e:
+            next(stream)
+        assert str(e.value) == (f"{path}:2: line longer than 1,000 bytes; a JSON record this "
+                                f"long is refused, not read whole")
+    monkeypatch.setattr(text_sources, "MAX_JSONL_LINE", 1300)  # 1,214 bytes: read
+    assert [p for _, p in iter_paragraphs(source)][1] == "x " * 600

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import glob
 import os
-from typing import Sequence, Union
+from typing import Iterator, Optional, Sequence, Union
 
 from bert_jax.errors import BertJaxError
 
@@ -56,6 +56,48 @@ def read_text(path: str) -> str:
 
 _BOM = b"\xef\xbb\xbf"
 _BLOCK = 1 << 22  # bytes decoded at a time by check_text
+_LINE_BLOCK = 1 << 20  # bytes read at a time by line_blocks
+
+
+def line_blocks(f, path: str, cap: Optional[int], what: str = "line") -> Iterator[bytes]:
+    """The lines of binary file `f` (each with its "\\n"), read a block at a time so that a
+    line longer than `cap` bytes is refused as soon as it passes the cap, naming the file and
+    line, instead of being read whole (a JSON line of gigabytes would need several times that
+    to parse). `what` says what such a line is, for the message; cap None: no cap."""
+    number = 0
+    while True:
+        parts, size = [], 0
+        while True:
+            part = f.readline(_LINE_BLOCK)
+            if not part:
+                break
+            parts.append(part)
+            size += len(part)
+            if part.endswith(b"\n"):
+                size -= 1
+                break
+            if cap is not None and size > cap:
+                break
+        if not parts:
+            return
+        number += 1
+        if cap is not None and size > cap:
+            raise BertJaxError(f"{path}:{number}: line longer than {_size(cap)}; a {what} this "
+                               f"long is refused, not read whole")
+        yield parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def decode(raw: bytes, path: str, offset: int) -> str:
+    """`raw` (bytes at `offset` of `path`) as UTF-8; refused naming the byte and its offset."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise BertJaxError(f"{path}: not UTF-8 text (byte 0x{raw[e.start]:02x} at offset "
+                           f"{offset + e.start})") from None
+
+
+def _size(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 1 << 20 and n % (1 << 20) == 0 else f"{n:,} bytes"
 
 
 def check_text(path: str) -> None:

@@ -1,7 +1,7 @@
 """Inputs → a stream of (document number, paragraph), a line at a time, never a whole file.
 
 Pretraining corpora run to gigabytes, so every reader here holds at most one line, one JSON
-record or one Parquet batch, plus a paragraph of at most `max_paragraph_chars` characters. A
+record (a line over 256 MiB is refused) or one Parquet batch, plus a paragraph of at most `max_paragraph_chars` characters. A
 multi-machine run gives shard I of N the sources I, I+N, … (shard_sources); one streaming
 `datasets` source is split by record instead (iter_paragraphs). Paragraphs of plain text are
 exactly those of the in-memory rule used so far: blocks split at "\\n[ \\t\\r\\f\\v]*\\n" after
@@ -19,7 +19,7 @@ import zlib
 from typing import Iterable, Iterator, Optional, Sequence, Union
 
 from bert_jax import json_limits
-from bert_jax.data.text_files import resolve_files
+from bert_jax.data.text_files import line_blocks, resolve_files
 from bert_jax.errors import BertJaxError
 
 DOCUMENT_MODES = ("file", "blank_line")
@@ -28,6 +28,8 @@ KINDS = ("text", "jsonl", "parquet", "dataset")
 _BLANK = " \t\r\f\v"  # the characters a paragraph-breaking line may hold (not Unicode spaces)
 _BOM = b"\xef\xbb\xbf"
 _LINE, _LAST, _CUT = "line", "last", "cut"  # ended by "\n"; ended by the end of input; cut short
+# a JSON line longer is refused, not read whole: parsed, it would take several times as much
+MAX_JSONL_LINE = 256 << 20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -283,7 +285,8 @@ def _jsonl_records(source: Source, field: str, shard: int, num_shards: int):
     path = source.name
     with _open(source) as f:
         record, offset = 0, 0
-        for number, raw in enumerate(_gzip_errors(source, f), 1):
+        lines = line_blocks(f, path, MAX_JSONL_LINE, "JSON record")
+        for number, raw in enumerate(_gzip_errors(source, lines), 1):
             start = 3 if offset == 0 and raw.startswith(_BOM) else 0
             line = _decode(raw[start:], path, offset + start)
             offset += len(raw)

@@ -24,6 +24,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+_BOM = b"\xef\xbb\xbf"
+# a table row (a line) longer is refused before any parser reads the file
+MAX_ROW_BYTES = 128 << 20
 _BUILDERS = {".csv": ("csv", {}), ".tsv": ("csv", {"delimiter": "\t"}), ".json": ("json", {}),
              ".jsonl": ("json", {}), ".parquet": ("parquet", {})}
 
@@ -69,11 +72,19 @@ def read_table(path: str) -> datasets.Dataset:
 
 
 def _check_text(path: str, builder: str) -> None:
-    """Refuses what the parsers report badly: pandas' decode error names no file and no offset,
-    and pyarrow segfaults on JSON nested thousands deep."""
-    text = text_files.read_utf8(path)
-    if builder == "json":
-        json_limits.check_depth(text, path)
+    """Refuses, a line at a time, what the parsers report badly: pandas' decode error names no
+    file and no offset, pyarrow segfaults on JSON nested thousands deep, and a row (a line of
+    .jsonl, .csv, .tsv) over MAX_ROW_BYTES would be held several times over (a .json file,
+    which may be one line, is read whole by its parser anyway)."""
+    cap = None if path.lower().endswith(".json") else MAX_ROW_BYTES
+    offset = 0
+    with open(path, "rb") as f:
+        for number, raw in enumerate(text_files.line_blocks(f, path, cap, "table row"), 1):
+            start = len(_BOM) if offset == 0 and raw.startswith(_BOM) else 0
+            line = text_files.decode(raw[start:], path, offset + start)
+            offset += len(raw)
+            if builder == "json":
+                json_limits.check_depth(line, path, number)
 
 
 def _root_cause(error: BaseException) -> str:

@@ -21,10 +21,21 @@ INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 class EvalSplit:
     """A scored split: the model's inputs, and `score(logits) -> (scores, predictions)` on the
     logits of every row in order (predictions: what the task's predictions file keeps, or
-    None)."""
+    None).
 
-    inputs: dict  # INPUTS columns, (N, L) or (N, C, L)
-    score: Callable[[object], tuple[dict, Optional[dict]]]
+    A split too large to hold at once (question answering's windows) gives inputs None and
+    `stream(logits_of) -> (scores, predictions)` instead, which feeds its rows a chunk at a
+    time to `logits_of(inputs) -> logits` and reduces as it goes; `rows` counts them."""
+
+    inputs: Optional[dict]  # INPUTS columns, (N, L) or (N, C, L)
+    score: Optional[Callable[[object], tuple[dict, Optional[dict]]]] = None
+    stream: Optional[Callable[[Callable], tuple[dict, Optional[dict]]]] = None
+    rows: int = 0  # of a streamed split
+
+    @property
+    def size(self) -> int:
+        """Rows the model runs on."""
+        return self.rows if self.inputs is None else len(self.inputs["input_ids"])
 
 
 @dataclasses.dataclass(frozen=True)

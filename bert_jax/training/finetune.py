@@ -70,7 +70,7 @@ def finetune(cfg: FinetuneConfig, workdir: str, on_start=None) -> run.JobResult:
     # logged only now: a refused input or workdir is then the one line on stderr
     log.info("%s rows: %s", cfg.task, ", ".join(
         [f"train {len(task_data.train['input_ids'])}"]
-        + [f"{split} {len(e.inputs['input_ids'])}" for split, e in task_data.evals.items()]))
+        + [f"{split} {e.size}" for split, e in task_data.evals.items()]))
 
     train = task_data.train
     per_epoch = batches.steps_per_epoch(train, cfg.batch_size)
@@ -182,12 +182,17 @@ def _final(ctx, cfg, task, best_metric, config, names, history, best_params, sta
 
 
 def score(ctx, logits_fn, state, split: EvalSplit, batch_size: int) -> tuple[dict, object]:
-    """(scores, predictions) of the task over every row of a labelled split."""
-    outputs, rows = run.eval_outputs(ctx, logits_fn, state, split.inputs, batch_size)
-    trimmed = [jax.tree.map(lambda x, n=n: np.asarray(x)[:n], out)  # padding dropped
-               for out, n in zip(outputs, rows)]
-    logits = jax.tree.map(lambda *parts: np.concatenate(parts), *trimmed)
-    return split.score(logits)
+    """(scores, predictions) of the task over every row of a labelled split (a chunk of rows at
+    a time where the split streams them)."""
+    def logits_of(inputs: dict):
+        outputs, rows = run.eval_outputs(ctx, logits_fn, state, inputs, batch_size)
+        trimmed = [jax.tree.map(lambda x, n=n: np.asarray(x)[:n], out)  # padding dropped
+                   for out, n in zip(outputs, rows)]
+        return jax.tree.map(lambda *parts: np.concatenate(parts), *trimmed)
+
+    if split.stream is not None:
+        return split.stream(logits_of)
+    return split.score(logits_of(split.inputs))
 
 
 def _check_workdir(workdir, cfg, names, main, inputs):

@@ -1,5 +1,6 @@
-"""Span question answering (SQuAD v1.1 / v2.0), in one place: `data` reads examples and cuts
-windows, `answers` turns span logits back into answers, `scores` is the official exact match /
+"""Span question answering (SQuAD v1.1 / v2.0), in one place: `data` reads examples,
+`windows` cuts them into windows (a chunk at a time for evaluation and predict), `answers`
+turns span logits back into answers, `scores` is the official exact match /
 F1 over whole examples (not windows); here are the loss, the Task and `predict`'s answers.
 """
 
@@ -12,7 +13,7 @@ from typing import Optional, Sequence
 
 from bert_jax.checkpoints import atomic, paths
 from bert_jax.tasks import tables
-from bert_jax.tasks.question_answering import answers, data
+from bert_jax.tasks.question_answering import answers, data, windows as qa_windows
 from bert_jax.tasks.question_answering.scores import squad_scores
 from bert_jax.tasks.task import (INPUTS, EvalSplit, Predictor, PredictRequest, Task, TaskData,
                                  inputs_of, require_train, split_files)
@@ -31,22 +32,33 @@ def load(cfg, tok) -> TaskData:
         log.info("some questions have no answer: scoring as SQuAD 2.0")
     train, evals = None, {}
     for split, (where, examples) in splits.items():
-        feats = data.features(tok, examples, cfg.max_seq_length, cfg.doc_stride,
-                              training=split == "train", where=where)
         if split == "train":
+            feats = qa_windows.features(tok, examples, cfg.max_seq_length, cfg.doc_stride,
+                                        training=True, where=where)
             train = {k: feats[k] for k in INPUTS + ("start_positions", "end_positions")}
             continue
+        windows = qa_windows.Windows(tok, examples, cfg.max_seq_length, cfg.doc_stride, where)
 
-        def score(logits, feats=feats, examples=examples):
-            found = answers.best_answers(logits[0], logits[1], feats, examples, cfg.n_best,
-                                         cfg.max_answer_length, version_2,
-                                         cfg.null_score_threshold)
+        def score(logits_of, windows=windows):
+            found = best_spans(logits_of, windows, cfg.n_best, cfg.max_answer_length).answers(
+                version_2, cfg.null_score_threshold)
             predictions = {a["id"]: a["answer"] for a in found}
-            scores = squad_scores(predictions, examples)
-            scores["windows"] = len(feats["input_ids"])
+            scores = squad_scores(predictions, windows.examples)
+            scores["windows"] = len(windows)
             return scores, predictions
-        evals[split] = EvalSplit(inputs_of(feats), score)
+        evals[split] = EvalSplit(None, stream=score, rows=len(windows))
     return TaskData((), train, evals, TASK.metrics)
+
+
+def best_spans(logits_of, windows: qa_windows.Windows, n_best: int,
+               max_answer_length: int) -> answers.BestSpans:
+    """Every window's span logits, `logits_of(inputs) -> (start, end)` on a chunk of windows at
+    a time, reduced as they come: only each question's best span is kept."""
+    spans = answers.BestSpans(windows.examples, n_best, max_answer_length)
+    for feats in windows:
+        start, end = logits_of(inputs_of(feats))
+        spans.add(start, end, feats)
+    return spans
 
 
 def loss(logits, batch: dict) -> dict:
@@ -80,9 +92,10 @@ def answer_questions(config, params, tok, questions: Sequence[str], contexts: Se
                      n_best: int = 20, version_2: bool = False,
                      null_threshold: float = 0.0) -> list[dict]:
     """The best span of each context for its question, as fine-tuning scores them: every
-    window of the context (data.features), the n-best start ≤ end pairs of each (answers). One
-    dict per question: id, answer, score (start + end logit), start, end (character offsets
-    into the context; "" and -1, -1 for no answer, SQuAD 2.0 only)."""
+    window of the context (windows.Windows, a chunk at a time), the n-best start ≤ end pairs of
+    each (answers.BestSpans). One dict per question: id, answer, score (start + end logit),
+    start, end (character offsets into the context; "" and -1, -1 for no answer, SQuAD 2.0
+    only)."""
     import jax
 
     from bert_jax import inference
@@ -91,11 +104,11 @@ def answer_questions(config, params, tok, questions: Sequence[str], contexts: Se
     ids = [str(i) for i in range(len(questions))] if ids is None else [str(i) for i in ids]
     examples = [data.QAExample(i, q, c, (), ()) for i, q, c in zip(ids, questions, contexts)]
     data.check_examples(examples, "input", training=False)
-    feats = data.features(tok, examples, max_length, doc_stride, training=False, where="input")
+    windows = qa_windows.Windows(tok, examples, max_length, doc_stride, where="input")
     apply = functools.partial(inference.jitted(_span_logits), config, jax.device_put(params))
-    start, end = inference.run_batched(apply, inputs_of(feats), batch_size)
-    return answers.best_answers(start, end, feats, examples, n_best, max_answer_length,
-                                version_2, null_threshold)
+    spans = best_spans(lambda inputs: inference.run_batched(apply, inputs, batch_size),
+                       windows, n_best, max_answer_length)
+    return spans.answers(version_2, null_threshold)
 
 
 def _span_logits(config, params, batch):
@@ -106,15 +119,23 @@ def _span_logits(config, params, batch):
 
 
 def _predict(request: PredictRequest, config, params, tok, warn) -> str:
-    """A jsonl line per input row (question, context, optionally id): answer, score, start, end."""
+    """A jsonl line per question (input rows with question, context and optionally id, or the
+    official SQuAD JSON layout): answer, score, start, end."""
     from bert_jax import inference
     atomic.check_output_file(request.output, (".jsonl",), request.input)
     inference.require_head(params, TASK.head, request.model)
-    table = tables.read_table(request.input)
-    tables.check_columns(table, request.input, ["question", "context"])
-    questions = tables.texts_of(table, "question", request.input)
-    contexts = tables.texts_of(table, "context", request.input)
-    ids = tables.texts_of(table, "id", request.input) if "id" in table.column_names else None
+    examples = data.read_squad_questions(request.input)
+    if examples is not None:  # a paragraph's questions share its one context string
+        questions = [e.question for e in examples]
+        contexts = [e.context for e in examples]
+        ids = [e.id for e in examples]
+    else:
+        table = tables.read_table(request.input)
+        tables.check_columns(table, request.input, ["question", "context"])
+        questions = tables.texts_of(table, "question", request.input)
+        contexts = tables.texts_of(table, "context", request.input)
+        ids = (tables.texts_of(table, "id", request.input) if "id" in table.column_names
+               else None)
     length, warnings = inference.clamp_length(config, request.max_seq_length or 384)
     warn(warnings)
     found = answer_questions(
@@ -137,6 +158,6 @@ TASK = Task(
     about="SQuAD json or id/question/context/answers records", id2label=("start", "end"),
     predictions_file=paths.PREDICTIONS,
     predict=Predictor(_predict, (".jsonl",),
-                      "input rows with question and context (and optionally id); a jsonl "
-                      "line each with answer, score (start + end logit), start, end "
-                      "(character offsets into the context)"))
+                      "input rows with question and context (and optionally id), or SQuAD "
+                      "JSON; a jsonl line each with answer, score (start + end logit), start, "
+                      "end (character offsets into the context)"))
