@@ -117,20 +117,20 @@ def restore_latest(ctx: RunContext, state):
     return ctx.checkpointer.restore(latest, state)
 
 
-def jit_train_step(ctx: RunContext, step_fn: Callable, remat: bool, dtype: str,
+def jit_train_step(mesh: Mesh, step_fn: Callable, remat: bool, dtype: str,
                    rate_scale: bool = False):
     """step_fn(state, batch, key[, rate_scale]) jitted: state, key (and the scalar rate_scale
     when it takes one) replicated, batch split over the mesh, the old state's buffers donated
     to the new one."""
-    r, d = sharding.replicated(ctx.mesh), sharding.data_sharded(ctx.mesh)
+    r, d = sharding.replicated(mesh), sharding.data_sharded(mesh)
     shardings = (r, d, r, r) if rate_scale else (r, d, r)
     return jax.jit(step_fn, in_shardings=shardings, out_shardings=(r, r), donate_argnums=(0,),
                    compiler_options=xla_options.train_step(remat, dtype))
 
 
-def jit_eval(ctx: RunContext, fn: Callable, takes_key: bool = False):
+def jit_eval(mesh: Mesh, fn: Callable, takes_key: bool = False):
     """fn(state, batch[, key]) jitted for evaluation: a forward pass, its result replicated."""
-    r, d = sharding.replicated(ctx.mesh), sharding.data_sharded(ctx.mesh)
+    r, d = sharding.replicated(mesh), sharding.data_sharded(mesh)
     return jax.jit(fn, in_shardings=(r, d, r) if takes_key else (r, d), out_shardings=r,
                    compiler_options=xla_options.forward())
 
