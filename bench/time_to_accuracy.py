@@ -599,5 +599,4 @@ def write_outputs(curves: list, stem: str, title: str, target: float = 0.0) -> N
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     sys.exit(main())
