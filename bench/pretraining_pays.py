@@ -231,7 +231,7 @@ def finetune_once(init: str, overrides: list[str], workdir: str) -> dict:
     from bert_jax.training.config_files import apply_overrides
     from bert_jax.training.finetune import finetune
     from bert_jax.training.finetune_config import FinetuneConfig
-    cfg = apply_overrides(FinetuneConfig(), [*overrides, f"init={init}"])
+    cfg = apply_overrides(FinetuneConfig(), [*overrides, f"init_from={init}"])
     t = time.perf_counter()
     metrics = finetune(cfg, workdir).metrics  # metrics.json's content
     return {"dev": {k: v for k, v in metrics["validation"].items() if k != "epoch"},

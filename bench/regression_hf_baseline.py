@@ -72,7 +72,7 @@ def theirs(seed):
     torch.set_num_threads(args.threads)
     torch.manual_seed(seed)
     start = time.time()
-    cfg = FinetuneConfig(task="regression", init=args.init_dir, train_file=str(files["train"]),
+    cfg = FinetuneConfig(task="regression", init_from=args.init_dir, train_file=str(files["train"]),
                          validation_file=str(files["validation"]),
                          max_seq_length=args.max_seq_length, **COLUMNS)
     data = TASKS["regression"].load(cfg, tokenizer.load(args.init_dir))

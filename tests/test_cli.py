@@ -126,8 +126,8 @@ def test_debug_before_or_after_the_subcommand_raises(position, tmp_path, capsys)
     ("finetune", "config.train_file: give config.train_file (and config.validation_file) or "
                  "config.dataset", (),
      "config.train_file: give --train FILE (and --validation FILE) or --dataset NAME"),
-    ("finetune", "config.init: required (give config.init)", ("init=x",),
-     "--config.init: required (give --config.init)"),
+    ("finetune", "config.init_from: required (give config.init_from)", ("init_from=x",),
+     "--config.init_from: required (give --config.init_from)"),
     ("pretrain", "config.stpes: unknown config field; did you mean steps?", ("stpes=3",),
      "--config.stpes: unknown config field; did you mean steps?"),
     ("pretrain", "config.steps: expected config.steps=VALUE", ("steps",),

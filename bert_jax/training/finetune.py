@@ -60,7 +60,7 @@ def finetune(cfg: FinetuneConfig, workdir: str, on_start=None) -> run.JobResult:
                          cfg.checkpoint_dir, on_start) as ctx:
         state = run.init_state(ctx, parts.model, parts.tx, seq_len=cfg.max_seq_length,
                                seed=cfg.seed, pretrained=parts.take_pretrained(),
-                               source=cfg.init, input_shape=parts.input_shape,
+                               source=cfg.init_from, input_shape=parts.input_shape,
                                start=parts.start)
         state = run.restore_latest(ctx, state)
         log.info("model %s\n%s", json.dumps(config.to_dict(), sort_keys=True),
@@ -86,7 +86,7 @@ def finetune(cfg: FinetuneConfig, workdir: str, on_start=None) -> run.JobResult:
                 best_params = sharding.fetch(state.params)
                 if main:
                     model_dir.save_model_dir(os.path.join(workdir, paths.BEST_MODEL), config,
-                                             best_params, paths.vocab_files(cfg.init),
+                                             best_params, paths.vocab_files(cfg.init_from),
                                              overwrite=True, architecture=task.architecture)
                     if predictions is not None:
                         atomic.write_json(os.path.join(workdir, task.predictions_file),
@@ -129,7 +129,7 @@ def _final(ctx, cfg, task, best_metric, config, names, history, best_params, sta
     if ctx.is_main:
         atomic.write_json(os.path.join(ctx.workdir, paths.RESULT), result)
         save_hf(os.path.join(ctx.workdir, paths.EXPORT), config, best_params,
-                paths.vocab_files(cfg.init), overwrite=True, architecture=task.architecture)
+                paths.vocab_files(cfg.init_from), overwrite=True, architecture=task.architecture)
         model_card.write_finetune_card(os.path.join(ctx.workdir, paths.EXPORT), cfg,
                                        ctx.workdir, result, task.architecture,
                                        tuple(dict.fromkeys(task.headline + task.metrics)))

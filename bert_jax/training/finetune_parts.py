@@ -80,10 +80,10 @@ class FinetuneParts:
 
 
 def build(cfg: FinetuneConfig, mesh=None) -> FinetuneParts:
-    """The parts of a run of `cfg` (validated): the model at cfg.init read once, the task's
+    """The parts of a run of `cfg` (validated): the model at cfg.init_from read once, the task's
     data tokenised, the steps jitted on `mesh` (default every device)."""
-    config, pretrained = model_dir.load_pretrained(cfg.init)  # read once, used twice
-    vocab_dir = paths.vocab_dir(cfg.init)
+    config, pretrained = model_dir.load_pretrained(cfg.init_from)  # read once, used twice
+    vocab_dir = paths.vocab_dir(cfg.init_from)
     tok = tokenizer.load(vocab_dir)
     tokenizer.check_fits(tok, config.vocab_size, tokenizer.vocab_path(vocab_dir))
     if cfg.max_seq_length > config.max_position_embeddings:
@@ -109,9 +109,9 @@ def build(cfg: FinetuneConfig, mesh=None) -> FinetuneParts:
         ids = jnp.zeros((1,) + train["input_ids"].shape[1:], jnp.int32)
         fresh = jax.device_get(jax.jit(lambda key: model.init(key, ids)["params"]["bert"])(
             rng.init_key(cfg.seed)))
-        pretrained = initial_params.reinit_top(pretrained, fresh, cfg.reinit_layers, cfg.init)
+        pretrained = initial_params.reinit_top(pretrained, fresh, cfg.reinit_layers, cfg.init_from)
         pretrained = initial_params.reinit_query_key(pretrained, fresh, cfg.reinit_attention,
-                                                     cfg.init)
+                                                     cfg.init_from)
     return FinetuneParts(
         cfg, task, task_data, tok, config, model, settings, schedule,
         optim.make_optimizer(settings, schedule), per_epoch, total,
