@@ -109,7 +109,7 @@ def test_debug_before_or_after_the_subcommand_raises(position, tmp_path, capsys)
 @pytest.mark.parametrize("command,message,overrides,expected", [
     ("predict", "batch_size: expected an integer ≥ 1, got 0", (),
      "--batch-size: expected an integer ≥ 1, got 0"),
-    ("embed", "max_length 100 is more than the model's 40 positions; using 40", (),
+    ("embed", "max_seq_length 100 is more than the model's 40 positions; using 40", (),
      "--max-seq-length 100 is more than the model's 40 positions; using 40"),
     ("embed", "pooling: expected cls or mean, got 'max'", (),
      "--pooling: expected cls or mean, got 'max'"),

@@ -72,7 +72,7 @@ def test_scores_cover_every_row_and_the_best_epoch_is_kept(tiny, run):
     config_, params, tok = inference.load(str(workdir))
     rows = list(csv.DictReader(open(tiny / "val.csv", encoding="utf-8")))
     probs = classification_data.predict_proba(config_, params, tok, [r["text"] for r in rows],
-                                    max_length=32, batch_size=16)
+                                    max_seq_length=32, batch_size=16)
     labels = np.array([config_.id2label.index(r["label"]) for r in rows])
     preds = probs.argmax(-1)
     ours = classification_scores(labels, preds, 2)
@@ -101,7 +101,7 @@ def test_export_predicts_like_transformers(tiny, run):
     with torch.no_grad():
         theirs = torch.softmax(hf.eval()(**enc).logits, -1).numpy()
     config_, params, tok = inference.load(str(workdir / "export"))
-    ours = classification_data.predict_proba(config_, params, tok, texts, max_length=32)
+    ours = classification_data.predict_proba(config_, params, tok, texts, max_seq_length=32)
     np.testing.assert_array_equal(ours.argmax(-1), theirs.argmax(-1))
     np.testing.assert_allclose(ours, theirs, atol=1e-5)
 

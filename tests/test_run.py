@@ -68,10 +68,10 @@ def test_init_state_draws_from_the_init_stream_and_keeps_pretrained_groups(ctx):
     model = BertForSequenceClassification(CONFIG)
     ids = jnp.zeros((1, 8), jnp.int32)
     fresh = model.init(rng.init_key(3), ids)["params"]
-    state = run.init_state(ctx, model, optax.sgd(0.1), seq_len=8, seed=3)
+    state = run.init_state(ctx, model, optax.sgd(0.1), max_seq_length=8, seed=3)
     jax.tree.map(np.testing.assert_array_equal, sharding.fetch(state.params), fresh)
     encoder = jax.tree.map(lambda x: np.asarray(x) + 1.0, fresh["bert"])
-    state = run.init_state(ctx, model, optax.sgd(0.1), seq_len=8, seed=3,
+    state = run.init_state(ctx, model, optax.sgd(0.1), max_seq_length=8, seed=3,
                            pretrained={"bert": encoder}, source="test")
     got = sharding.fetch(state.params)
     jax.tree.map(np.testing.assert_array_equal, got["bert"], encoder)  # pretrained encoder

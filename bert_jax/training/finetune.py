@@ -58,7 +58,7 @@ def finetune(cfg: FinetuneConfig, workdir: str, on_start=None) -> run.JobResult:
 
     with run.run_context(workdir, cfg.seed, cfg.keep_checkpoints, cfg.checkpoint_every,
                          cfg.checkpoint_dir, on_start) as ctx:
-        state = run.init_state(ctx, parts.model, parts.tx, seq_len=cfg.max_seq_length,
+        state = run.init_state(ctx, parts.model, parts.tx, max_seq_length=cfg.max_seq_length,
                                seed=cfg.seed, pretrained=parts.take_pretrained(),
                                source=cfg.init_from, input_shape=parts.input_shape,
                                start=parts.start)

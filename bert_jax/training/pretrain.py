@@ -53,7 +53,7 @@ def pretrain(cfg: pretrain_config.PretrainConfig, workdir: str, on_start=None) -
     config, heldout = parts.config, parts.heldout
     with run.run_context(workdir, cfg.seed, cfg.keep_checkpoints, cfg.checkpoint_every,
                          cfg.checkpoint_dir, on_start) as ctx:
-        state = run.init_state(ctx, parts.model, parts.tx, seq_len=cfg.max_seq_length,
+        state = run.init_state(ctx, parts.model, parts.tx, max_seq_length=cfg.max_seq_length,
                                seed=cfg.seed, pretrained=pretrained, source=cfg.init_from,
                                start=parts.start)
         del pretrained

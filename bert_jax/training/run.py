@@ -85,7 +85,7 @@ def run_context(workdir: str, seed: int, keep_checkpoints: int, checkpoint_every
             writer.close()
 
 
-def init_state(ctx: RunContext, model, tx, *, seq_len: int, seed: int,
+def init_state(ctx: RunContext, model, tx, *, max_seq_length: int, seed: int,
                pretrained: Optional[dict] = None, source: str = "",
                input_shape: Optional[tuple] = None,
                start: Optional[Callable[[dict], dict]] = None) -> steps.TrainState:
@@ -93,11 +93,11 @@ def init_state(ctx: RunContext, model, tx, *, seq_len: int, seed: int,
     replicated sharding; every group `pretrained` (read from `source`) has replaces its fresh
     init (a pretrained encoder under a fresh head); then the optimiser state.
 
-    The model is initialised on input_ids of `input_shape` (default (1, seq_len); multiple
+    The model is initialised on input_ids of `input_shape` (default (1, max_seq_length); multiple
     choice takes (1, C, L)). `start(params)` (pure) changes a fresh init where it begins
     (pretraining's position and attention init); pretrained groups replace its result."""
     replicated = sharding.replicated(ctx.mesh)
-    ids = jnp.zeros(input_shape or (1, seq_len), jnp.int32)
+    ids = jnp.zeros(input_shape or (1, max_seq_length), jnp.int32)
     start = start or (lambda p: p)
     params = jax.jit(lambda key: start(model.init(key, ids)["params"]),
                      out_shardings=replicated)(rng.init_key(seed))

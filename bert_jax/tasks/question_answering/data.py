@@ -192,11 +192,11 @@ def check_examples(examples: Sequence[QAExample], where: str, training: bool) ->
 
 # -- features ----------------------------------------------------------------------------------
 
-def features(tok, examples: Sequence[QAExample], max_length: int, doc_stride: int,
+def features(tok, examples: Sequence[QAExample], max_seq_length: int, doc_stride: int,
              training: bool, where: str = "features") -> dict[str, np.ndarray]:
     """Examples → windows, exactly as transformers' BertTokenizerFast(question, context,
-    truncation="only_second", max_length, stride=doc_stride, return_overflowing_tokens=True,
-    return_offsets_mapping=True, padding="max_length") cuts them.
+    truncation="only_second", max_seq_length, stride=doc_stride, return_overflowing_tokens=True,
+    return_offsets_mapping=True, padding="max_seq_length") cuts them.
 
     Returns N windows (N ≥ len(examples)): input_ids, token_type_ids, attention_mask (N, L)
     int32; example_index (N,) int32; offsets (N, L, 2) int32, character (start, end) into the
@@ -205,8 +205,9 @@ def features(tok, examples: Sequence[QAExample], max_length: int, doc_stride: in
     ([CLS]) when the answer is not wholly inside the window or there is none (run_qa's rule).
     `where` (the file or split) names the examples in a refusal.
     """
-    if not isinstance(max_length, int) or isinstance(max_length, bool) or max_length < 4:
-        raise BertJaxError(f"max_length: expected an integer ≥ 4, got {max_length!r}")
+    if (not isinstance(max_seq_length, int) or isinstance(max_seq_length, bool)
+            or max_seq_length < 4):
+        raise BertJaxError(f"max_seq_length: expected an integer ≥ 4, got {max_seq_length!r}")
     if not isinstance(doc_stride, int) or isinstance(doc_stride, bool) or doc_stride < 0:
         raise BertJaxError(f"doc_stride: expected an integer ≥ 0, got {doc_stride!r}")
     if not examples:
@@ -216,18 +217,18 @@ def features(tok, examples: Sequence[QAExample], max_length: int, doc_stride: in
     try:  # set per call and restored: the Tokenizer object is shared, its settings are global
         tok.no_truncation()
         tok.no_padding()
-        windows = _check_lengths(tok, examples, max_length, doc_stride,
+        windows = _check_lengths(tok, examples, max_seq_length, doc_stride,
                                  tok.num_special_tokens_to_add(True), where)
-        tok.enable_truncation(max_length, stride=doc_stride, strategy="only_second",
+        tok.enable_truncation(max_seq_length, stride=doc_stride, strategy="only_second",
                               direction="right")
         tok.enable_padding(direction="right", pad_id=tok.token_to_id("[PAD]"), pad_type_id=0,
-                           pad_token="[PAD]", length=max_length)
+                           pad_token="[PAD]", length=max_seq_length)
         for lo, hi in _chunks(windows, _ENCODE_WINDOWS):
             chunk = examples[lo:hi]
             encodings = tok.encode_batch([(ex.question, ex.context) for ex in chunk])
             # transformers' order: each example's first window, then its overflows
             parts.append(_arrays([(lo + i, w) for i, enc in enumerate(encodings)
-                                  for w in [enc] + enc.overflowing], max_length))
+                                  for w in [enc] + enc.overflowing], max_seq_length))
     finally:
         _restore(tok, old_truncation, old_padding)
     out = {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
@@ -236,20 +237,21 @@ def features(tok, examples: Sequence[QAExample], max_length: int, doc_stride: in
     return out
 
 
-def _arrays(windows: list, max_length: int) -> dict[str, np.ndarray]:
+def _arrays(windows: list, max_seq_length: int) -> dict[str, np.ndarray]:
     """(example index, Encoding) pairs → numpy columns, so that Encoding objects (tens of KB
     each, token strings included) live only for one chunk."""
     n = len(windows)
 
     def column(name: str) -> np.ndarray:  # (n, L) int32 from one Encoding attribute
-        return np.asarray([getattr(e, name) for _, e in windows], np.int32).reshape(n, max_length)
+        return np.asarray([getattr(e, name) for _, e in windows], np.int32).reshape(
+            n, max_seq_length)
 
     out = {"input_ids": column("ids"), "token_type_ids": column("type_ids"),
            "attention_mask": column("attention_mask"),
            "example_index": np.asarray([i for i, _ in windows], np.int32)}
     # context tokens: segment 1 and not a template special ([SEP]) or padding
     is_context = (out["token_type_ids"] == 1) & (column("special_tokens_mask") == 0)
-    offsets = np.asarray([e.offsets for _, e in windows], np.int32).reshape(n, max_length, 2)
+    offsets = np.asarray([e.offsets for _, e in windows], np.int32).reshape(n, max_seq_length, 2)
     out["offsets"] = np.where(is_context[..., None], offsets, -1).astype(np.int32)
     return out
 
@@ -266,7 +268,7 @@ def _chunks(windows: list[int], size: int):
         yield lo, len(windows)
 
 
-def _check_lengths(tok, examples, max_length: int, doc_stride: int, special: int,
+def _check_lengths(tok, examples, max_seq_length: int, doc_stride: int, special: int,
                    where: str) -> list[int]:
     """Refuse before the Rust tokenizer does: on a stride ≥ the context room it panics (a
     PanicException, which `except Exception` misses), on a question with no room it errors
@@ -280,13 +282,13 @@ def _check_lengths(tok, examples, max_length: int, doc_stride: int, special: int
         contexts[c] = len(enc.ids)
     windows = []
     for ex, q in zip(examples, questions):
-        room = max_length - len(q.ids) - special  # context tokens per window
+        room = max_seq_length - len(q.ids) - special  # context tokens per window
         if room < 1:
             raise BertJaxError(f"{where}: question {ex.id!r} has {len(q.ids)} tokens; "
-                               f"max_length {max_length} leaves no room for the context")
+                               f"max_seq_length {max_seq_length} leaves no room for the context")
         if contexts[ex.context] > room and doc_stride >= room:
             raise BertJaxError(f"doc_stride: {doc_stride} must be less than the {room} context "
-                               f"tokens a window of max_length {max_length} leaves beside "
+                               f"tokens a window of max_seq_length {max_seq_length} leaves beside "
                                f"question {ex.id!r} of {where} ({len(q.ids)} tokens), or "
                                f"windows cannot advance")
         beyond = contexts[ex.context] - room  # tokens past the first window, a stride apart
