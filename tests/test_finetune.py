@@ -118,6 +118,37 @@ def test_predict_cli_writes_labels_and_probabilities(tiny, run, tmp_path, capsys
         assert r["probability"] == max(r["probability_great"], r["probability_other"])
 
 
+def test_the_builders_parts_step_as_the_job_steps(tiny, run):
+    """finetune() runs finetune_parts.build's parts: the built train step, from the state the
+    job starts from, gives the job's logged loss and accuracy over its first two steps."""
+    import types
+
+    import jax
+
+    from bert_jax.runtime import sharding
+    from bert_jax.training import finetune_parts, losses
+    from bert_jax.training import run as skeleton
+    workdir, _ = run
+    job = [json.loads(line) for line in open(workdir / "metrics.jsonl")]
+    first = next(r for r in job if r["split"] == "train")
+    assert first["step"] == 2  # log_every 2: the mean of steps 1 and 2
+    cfg = config(tiny, test_file=str(tiny / "val.csv"))
+    parts = finetune_parts.build(cfg)
+    mesh = sharding.make_mesh()
+    state = skeleton.init_state(  # only the mesh of a RunContext is read
+        types.SimpleNamespace(mesh=mesh), parts.model, parts.tx,
+        max_seq_length=cfg.max_seq_length, seed=cfg.seed, pretrained=parts.take_pretrained(),
+        source=cfg.init_from, input_shape=parts.input_shape, start=parts.start)
+    key, steps = sharding.replicated_key(cfg.seed, mesh), []
+    for step in range(2):
+        state, metrics = parts.train_step(
+            state, sharding.global_batch(parts.train_batch(step), mesh), key)
+        steps.append(jax.device_get(metrics))
+    ours = losses.means(losses.add(*steps))
+    for name in ("loss", "accuracy", "grad_norm", "learning_rate"):
+        assert abs(ours[name] - first[name]) <= 1e-6, (name, ours[name], first[name])
+
+
 def test_resume_from_an_epoch_end_matches_the_straight_run(tiny, run, tmp_path):
     workdir, result = run
     resumed = tmp_path / "resumed"
