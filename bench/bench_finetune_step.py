@@ -19,12 +19,10 @@ import argparse
 import os
 import platform
 import subprocess
-import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_pretrain import alternate  # noqa: E402
+from bench_pretrain import alternate  # bench/ is on sys.path (bench_common.py)
 
 _MINILM = dict(vocab_size=30522, hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
                intermediate_size=1536, max_position_embeddings=512)

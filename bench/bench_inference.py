@@ -44,8 +44,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-import bench_pretrain  # noqa: E402  (make_batch, alternate, infer_pair)
+import bench_pretrain  # make_batch, alternate, infer_pair (bench/ is on sys.path)
 
 
 def cpu_flags() -> str:

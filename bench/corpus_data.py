@@ -437,7 +437,6 @@ def drop_boilerplate(docs: list[tuple[str, str]]) -> list[tuple[str, str]]:
 # -- main -----------------------------------------------------------------------------------
 
 def count_tokens(paths: list[str]) -> int:
-    sys.path.insert(0, os.path.dirname(os.path.dirname(VOCAB)))
     from bert_jax.data.tokenizer import load
     tok = load(VOCAB)
     total, batch = 0, []

@@ -56,9 +56,8 @@ import statistics
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import compare_seeds  # noqa: E402  (welch: the paired t-test)
-import task_data  # noqa: E402  (fetch_conll, conll_sentences, conll_subset)
+import compare_seeds  # welch: the paired t-test (bench/ is on sys.path: bench_common.py)
+import task_data  # fetch_conll, conll_sentences, conll_subset
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FINE_FOODS = os.path.join(ROOT, "data", "fine_foods")
@@ -232,7 +231,7 @@ def finetune_once(init: str, overrides: list[str], workdir: str) -> dict:
     from bert_jax.training.config_files import apply_overrides
     from bert_jax.training.finetune import finetune
     from bert_jax.training.finetune_config import FinetuneConfig
-    cfg = apply_overrides(FinetuneConfig(), [*overrides, f"init={init}"])
+    cfg = apply_overrides(FinetuneConfig(), [*overrides, f"init_from={init}"])
     t = time.perf_counter()
     metrics = finetune(cfg, workdir).metrics  # metrics.json's content
     return {"dev": {k: v for k, v in metrics["validation"].items() if k != "epoch"},

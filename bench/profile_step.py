@@ -21,11 +21,9 @@ import gzip
 import json
 import os
 import re
-import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import bench_pretrain as bp  # noqa: E402  (Ours, Theirs, make_batch, alternate: the same step)
+import bench_pretrain as bp  # Ours, Theirs, make_batch, alternate: the same step
 
 
 def hlo_opcodes(hlo_text: str) -> dict[str, str]:

@@ -17,20 +17,19 @@ import argparse
 import json
 import os
 import pathlib
-import sys
 import tempfile
 import time
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tests"))
-import task_fixtures  # noqa: E402
+from bench_common import tests_module
 
-from bert_jax import cli  # noqa: E402
-from bert_jax.data import batches, tokenizer  # noqa: E402
-from bert_jax.tasks import TASKS  # noqa: E402
-from bert_jax.training.finetune_config import FinetuneConfig  # noqa: E402
+from bert_jax import cli
+from bert_jax.data import batches, tokenizer
+from bert_jax.tasks import TASKS
+from bert_jax.training.finetune_config import FinetuneConfig
+
+task_fixtures = tests_module("task_fixtures")  # the tests' similarity data
 
 INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 DEFAULTS = FinetuneConfig()
@@ -73,7 +72,7 @@ def theirs(seed):
     torch.set_num_threads(args.threads)
     torch.manual_seed(seed)
     start = time.time()
-    cfg = FinetuneConfig(task="regression", init=args.init_dir, train_file=str(files["train"]),
+    cfg = FinetuneConfig(task="regression", init_from=args.init_dir, train_file=str(files["train"]),
                          validation_file=str(files["validation"]),
                          max_seq_length=args.max_seq_length, **COLUMNS)
     data = TASKS["regression"].load(cfg, tokenizer.load(args.init_dir))

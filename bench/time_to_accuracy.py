@@ -52,12 +52,12 @@ EVAL_BATCH = 32  # held-out masks are drawn per batch of this many rows, whateve
 
 @dataclasses.dataclass
 class Setup:
-    cfg: object  # PretrainConfig
-    tok: object
-    config: object  # BertConfig
-    data: dict  # sequence length → PretrainingBatches
+    parts: object  # the job's own PretrainParts (training/pretrain_parts.build)
     heldout: list  # masked held-out batches (numpy dicts, example_weights on padding rows)
     digest: str  # of every held-out array both sides evaluate
+
+    cfg = property(lambda self: self.parts.cfg)  # PretrainConfig
+    config = property(lambda self: self.parts.config)  # BertConfig
 
 
 def load_config(path: str, overrides: list[str]):
@@ -78,25 +78,26 @@ def vocabulary(cfg, out: str):
 
 
 def setup(cfg, out: str) -> Setup:
+    """The job's own parts (model, optimiser, schedule, masks, step, batches: what `pretrain`
+    runs) and the held-out rows masked once, as the job's evaluation masks them."""
     import jax
 
     from bert_jax.data import batches, masking
     from bert_jax.runtime import rng
-    from bert_jax.training import pretrain
-    tok = vocabulary(cfg, out)
-    config = pretrain.model_config(cfg, tok.get_vocab_size(with_added_tokens=True))
-    data, rows = pretrain.examples(cfg, tok)
-    spec = pretrain.heldout_masking_spec(cfg, tok)
+    from bert_jax.training import pretrain_parts
+    parts = pretrain_parts.build(cfg, vocabulary(cfg, out))
+    rows = parts.heldout
     count = -(-len(rows["input_ids"]) // EVAL_BATCH)
     # pretrain's own held-out keys (at batch_size 32): the same masks for every recipe
     keys = rng.eval_keys(rng.run_key(cfg.seed), count)
-    mask = jax.jit(lambda key, batch: masking.mask_batch(key, batch, spec))
+    mask = jax.jit(lambda key, batch: masking.mask_batch(key, batch, parts.heldout_spec,
+                                                         parts.lookup))
     heldout = []
     for key, (batch, n) in zip(keys, batches.eval_batches(rows, EVAL_BATCH)):
         masked = {k: np.asarray(v) for k, v in mask(key, batch).items()}
         masked["example_weights"] = (np.arange(EVAL_BATCH) < n).astype(np.float32)
         heldout.append(masked)
-    return Setup(cfg, tok, config, data, heldout, digest(heldout))
+    return Setup(parts, heldout, digest(heldout))
 
 
 def digest(batches: list) -> str:
@@ -142,10 +143,10 @@ def train(framework: str, s: Setup, minutes: float, eval_every: float,
     """Train for `minutes` of training clock (or cfg.steps, or the budget, whichever ends
     first, or until an evaluation reaches `target` accuracy when it is > 0), evaluating at 0
     and every `eval_every` seconds; returns the curve."""
-    from bert_jax.training import pretrain
+    from bert_jax.training import pretrain_parts
     cfg = s.cfg
     clock = Stopwatch(cfg.time_budget_minutes, cfg.decay_share)
-    phase = pretrain.phase_of(cfg, clock if cfg.time_budget_minutes else None)
+    phase = pretrain_parts.phase_of(cfg, clock if cfg.time_budget_minutes else None)
     trainer = (OursTrainer if framework == "ours" else TorchTrainer)(s)
     limit = minutes * 60.0
     if cfg.time_budget_minutes:
@@ -174,7 +175,7 @@ def train(framework: str, s: Setup, minutes: float, eval_every: float,
         if clock.seconds() >= limit or step >= cfg.steps or (
                 target and points[-1]["mlm_accuracy"] >= target):
             break
-        batch = s.data[phase(step)].train_batch(step, cfg.batch_size)
+        batch = s.parts.train_batch(step, phase(step))
         factor = budget_factor(clock)
         clock.pause()  # PyTorch's masks are made by JAX: off its clock
         batch = trainer.prepare(step, batch)
@@ -192,32 +193,27 @@ def train(framework: str, s: Setup, minutes: float, eval_every: float,
 
 
 class OursTrainer:
-    """bert_jax's pretraining step, jitted as `pretrain` jits it (one device here)."""
+    """bert_jax's pretraining step: the job's own (training/pretrain_parts.build), on one
+    device here."""
 
     def __init__(self, s: Setup):
         import jax
         import jax.numpy as jnp
 
-        from bert_jax.models import BertForPreTraining
         from bert_jax.runtime import rng, xla_options
-        from bert_jax.training import optim, pretrain, steps
-        cfg = self.cfg = s.cfg
+        from bert_jax.training import steps
+        parts, cfg = s.parts, s.cfg
+        self.cfg = cfg
         self.jnp, self.jax, self.heldout, self.seen = jnp, jax, s.heldout, []
-        self.schedule = pretrain.learning_rate_schedule(cfg)
-        model = BertForPreTraining(s.config, jnp.dtype(cfg.dtype), remat=cfg.remat)
-        params = initial_params(s)
-        tx = optim.make_optimizer(cfg, self.schedule)
-        self.state = steps.TrainState.create(apply_fn=model.apply, params=params, tx=tx)
-        self.key = rng.run_key(cfg.seed)
-        step_fn = steps.make_pretrain_step(pretrain.masking_spec(cfg, s.tok), self.schedule,
-                                           cfg.grad_accum_steps, None, cfg.objective)
+        self.state = steps.TrainState.create(apply_fn=parts.model.apply,
+                                             params=initial_params(s), tx=parts.tx)
+        self.key = rng.run_key(cfg.seed)  # the job's run key
         self.budget = bool(cfg.time_budget_minutes)
         self.pending = None
-        self.step_fn = jax.jit(step_fn, donate_argnums=(0,),
-                               compiler_options=xla_options.train_step(cfg.remat, cfg.dtype))
+        self.step_fn = parts.train_step
         nsp = cfg.objective == "mlm+nsp"
         self.eval_fn = jax.jit(
-            lambda p, b: steps.pretraining_metrics(model.apply, p, b, True, nsp=nsp),
+            lambda p, b: steps.pretraining_metrics(parts.model.apply, p, b, True, nsp=nsp),
             compiler_options=xla_options.forward())
         self.attention_fn = jax.jit(lambda p, b: attention_diagnostics(s.config, p, b))
 
@@ -305,16 +301,7 @@ def attention_entropy(config, params, batch):
 def initial_params(s: Setup):
     """The initial weights both frameworks start from: ours, from the run's init key, as
     `pretrain` makes them (position_init included)."""
-    import jax
-    import jax.numpy as jnp
-
-    from bert_jax.models import BertForPreTraining
-    from bert_jax.runtime import rng
-    from bert_jax.training import initial_params as start
-    model = BertForPreTraining(s.config)
-    ids = jnp.zeros((1, s.cfg.max_seq_length), jnp.int32)
-    return jax.jit(lambda key: start.starting_params(
-        model.init(key, ids)["params"], s.config, s.cfg))(rng.init_key(s.cfg.seed))
+    return s.parts.fresh_params()
 
 
 class TorchTrainer:
@@ -327,10 +314,10 @@ class TorchTrainer:
 
         from bert_jax.checkpoints.huggingface import save_hf
         from bert_jax.runtime import rng
-        from bert_jax.training import pretrain, steps
+        from bert_jax.training import steps
         cfg = self.cfg = s.cfg
         self.torch, self.heldout, self.seen = torch, s.heldout, []
-        self.schedule = pretrain.learning_rate_schedule(cfg)
+        self.schedule = s.parts.schedule
         self.nsp = cfg.objective == "mlm+nsp"
         with tempfile.TemporaryDirectory() as tmp:
             save_hf(os.path.join(tmp, "m"), s.config, jax.device_get(initial_params(s)),
@@ -346,9 +333,10 @@ class TorchTrainer:
             [{"params": decay, "weight_decay": cfg.weight_decay},
              {"params": rest, "weight_decay": 0.0}],
             lr=0.0, betas=(cfg.adam_b1, cfg.adam_b2), eps=cfg.adam_eps)
-        spec = pretrain.masking_spec(cfg, s.tok)
+        spec, lookup = s.parts.spec, s.parts.lookup
         key = rng.run_key(cfg.seed)
-        self.mask = jax.jit(lambda step, batch: steps.train_masks(key, step, batch, spec)[0])
+        self.mask = jax.jit(lambda step, batch: steps.train_masks(key, step, batch, spec,
+                                                                  lookup)[0])
         self.jax = jax
 
     def tensors(self, batch):
@@ -611,5 +599,4 @@ def write_outputs(curves: list, stem: str, title: str, target: float = 0.0) -> N
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     sys.exit(main())

@@ -51,45 +51,47 @@ def load(path: str, head: str = ""):
 
 
 def fit_length(config, tok, texts: Sequence[str], pairs: Optional[Sequence[str]],
-               max_length: int, batch_size: int = 1) -> tuple[int, list[str]]:
-    """(max_length clamped to the model's positions, warnings): one line for the clamp and
+               max_seq_length: int, batch_size: int = 1) -> tuple[int, list[str]]:
+    """(max_seq_length clamped to the model's positions, warnings): one line for the clamp and
     one counting the texts that will be truncated; long text is not an error."""
-    check_sizes(config, min(max_length, config.max_position_embeddings), batch_size,
+    check_sizes(config, min(max_seq_length, config.max_position_embeddings), batch_size,
                 pairs is not None)
-    max_length, warnings = clamp_length(config, max_length)
-    longer = tokenizer.count_longer(tok, texts, pairs, max_length)
+    max_seq_length, warnings = clamp_length(config, max_seq_length)
+    longer = tokenizer.count_longer(tok, texts, pairs, max_seq_length)
     if longer:
-        warnings.append(f"{longer} of {len(texts)} texts were longer than {max_length} tokens "
+        warnings.append(f"{longer} of {len(texts)} texts were longer than {max_seq_length} tokens "
                         f"and were truncated")
-    return max_length, warnings
+    return max_seq_length, warnings
 
 
-def clamp_length(config, max_length: int) -> tuple[int, list[str]]:
-    """(max_length, or the model's positions when it has fewer, with one warning saying so)."""
+def clamp_length(config, max_seq_length: int) -> tuple[int, list[str]]:
+    """(max_seq_length, or the model's positions when it has fewer, with one warning saying so)."""
     limit = config.max_position_embeddings
-    if max_length <= limit:
-        return max_length, []
-    return limit, [f"max_length {max_length} is more than the model's {limit} positions "
+    if max_seq_length <= limit:
+        return max_seq_length, []
+    return limit, [f"max_seq_length {max_seq_length} is more than the model's {limit} positions "
                    f"(max_position_embeddings); using {limit}"]
 
 
-def check_sizes(config, max_length: int, batch_size: int, pairs: bool = False) -> None:
+def check_sizes(config, max_seq_length: int, batch_size: int, pairs: bool = False) -> None:
     """Refuse lengths the model has no positions for (JAX would clamp the position ids
     silently) and batch sizes below one, naming the parameter."""
     if not isinstance(batch_size, int) or batch_size < 1:
         raise BertJaxError(f"batch_size: expected an integer ≥ 1, got {batch_size!r}")
     least = 4 if pairs else 3  # [CLS] A [SEP] (B [SEP]) with at least one token each
-    if not isinstance(max_length, int) or max_length < least:
-        raise BertJaxError(f"max_length: expected an integer ≥ {least}, got {max_length!r}")
-    if max_length > config.max_position_embeddings:
-        raise BertJaxError(f"max_length: {max_length} is more than the model's "
+    if not isinstance(max_seq_length, int) or max_seq_length < least:
+        raise BertJaxError(f"max_seq_length: expected an integer ≥ {least}, got "
+                           f"{max_seq_length!r}")
+    if max_seq_length > config.max_position_embeddings:
+        raise BertJaxError(f"max_seq_length: {max_seq_length} is more than the model's "
                            f"max_position_embeddings ({config.max_position_embeddings})")
 
 
 def run_batched(fn, arrays: dict, batch_size: int):
-    """fn(batch) over every row in fixed-shape batches of max_length; padded rows dropped. fn may
-    return a tuple of arrays (start and end logits): so does this. For question answering,
-    whose n-best candidates are drawn over all max_length positions (as Hugging Face's)."""
+    """fn(batch) over every row in fixed-shape batches of max_seq_length; padded rows dropped.
+    fn may return a tuple of arrays (start and end logits): so does this. For question
+    answering, whose n-best candidates are drawn over all max_seq_length positions (as Hugging
+    Face's)."""
     results = ((fn(b), n) for b, n in batches.eval_batches(arrays, batch_size))
     parts = [jax.tree.map(lambda x, n=n: x[:n], r) for r, n in buckets.overlapped(results)]
     return jax.tree.map(lambda *xs: np.concatenate(xs), *parts)
@@ -170,8 +172,8 @@ def _padded(positions: list, rows: np.ndarray) -> np.ndarray:
     return out
 
 
-def embed(config, params, tok, texts: Sequence[str], pooling: str = "cls", max_length: int = 128,
-          batch_size: int = 32, normalize: bool = False,
+def embed(config, params, tok, texts: Sequence[str], pooling: str = "cls",
+          max_seq_length: int = 128, batch_size: int = 32, normalize: bool = False,
           layers: Optional[Sequence[int]] = None) -> Union[np.ndarray, list[np.ndarray]]:
     """Sentence or token embeddings, float32.
 
@@ -185,9 +187,9 @@ def embed(config, params, tok, texts: Sequence[str], pooling: str = "cls", max_l
     """
     if pooling not in POOLINGS:
         raise BertJaxError(f"pooling: expected cls, mean or none, got {pooling!r}")
-    check_sizes(config, max_length, batch_size)
+    check_sizes(config, max_seq_length, batch_size)
     layers = None if layers is None else check_layers(config, layers)
-    arrays = tokenizer.encode_batch(tok, texts, None, max_length, pad=True)
+    arrays = tokenizer.encode_batch(tok, texts, None, max_seq_length, pad=True)
     apply = functools.partial(jitted(_pooled), config, pooling, bool(normalize), layers,
                               jax.device_put(params["bert"]))
     out = buckets.run(apply, arrays, batch_size, per_position=pooling == "none")
@@ -223,9 +225,9 @@ def check_layers(config, layers: Sequence[int]) -> tuple[int, ...]:
     return tuple(out)
 
 
-def tokens_of(tok, texts: Sequence[str], max_length: int = 128) -> list[list[str]]:
+def tokens_of(tok, texts: Sequence[str], max_seq_length: int = 128) -> list[list[str]]:
     """The real tokens of each text as `embed(pooling="none")` sees them, one per vector."""
-    arrays = tokenizer.encode_batch(tok, texts, None, max_length, pad=True)
+    arrays = tokenizer.encode_batch(tok, texts, None, max_seq_length, pad=True)
     return [[tok.id_to_token(int(i)) for i in row[:n]]
             for row, n in zip(arrays["input_ids"], arrays["attention_mask"].sum(1))]
 

@@ -684,7 +684,7 @@ def finetune_resumed_with_another_seed(b, t):
     from bert_jax.training import finetune_config
     (t / "work" / "checkpoints").mkdir(parents=True)
     (t / "work" / "labels.json").write_text('["neg", "pos"]\n')
-    cfg = finetune_config.load_config("", init=path(b, "hf"), train_file=path(b, "data.csv"),
+    cfg = finetune_config.load_config("", init_from=path(b, "hf"), train_file=path(b, "data.csv"),
                                       validation_file=path(b, "data.csv"), max_seq_length=16,
                                       batch_size=4, epochs=1)
     (t / "work" / "finetune_config.json").write_text(json.dumps(dataclasses.asdict(cfg)))

@@ -109,7 +109,7 @@ def test_debug_before_or_after_the_subcommand_raises(position, tmp_path, capsys)
 @pytest.mark.parametrize("command,message,overrides,expected", [
     ("predict", "batch_size: expected an integer ≥ 1, got 0", (),
      "--batch-size: expected an integer ≥ 1, got 0"),
-    ("embed", "max_length 100 is more than the model's 40 positions; using 40", (),
+    ("embed", "max_seq_length 100 is more than the model's 40 positions; using 40", (),
      "--max-seq-length 100 is more than the model's 40 positions; using 40"),
     ("embed", "pooling: expected cls or mean, got 'max'", (),
      "--pooling: expected cls or mean, got 'max'"),
@@ -126,8 +126,8 @@ def test_debug_before_or_after_the_subcommand_raises(position, tmp_path, capsys)
     ("finetune", "config.train_file: give config.train_file (and config.validation_file) or "
                  "config.dataset", (),
      "config.train_file: give --train FILE (and --validation FILE) or --dataset NAME"),
-    ("finetune", "config.init: required (give config.init)", ("init=x",),
-     "--config.init: required (give --config.init)"),
+    ("finetune", "config.init_from: required (give config.init_from)", ("init_from=x",),
+     "--config.init_from: required (give --config.init_from)"),
     ("pretrain", "config.stpes: unknown config field; did you mean steps?", ("stpes=3",),
      "--config.stpes: unknown config field; did you mean steps?"),
     ("pretrain", "config.steps: expected config.steps=VALUE", ("steps",),

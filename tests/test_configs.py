@@ -44,14 +44,14 @@ def test_missing_config_file():
 @pytest.mark.parametrize("path", sorted(glob.glob(os.path.join(ROOT, "configs", "finetune_*.py"))))
 def test_shipped_finetune_configs_load(path):
     from bert_jax.training import finetune_config
-    cfg = finetune_config.load_config(path, init="model", train_file="t", validation_file="v")
+    cfg = finetune_config.load_config(path, init_from="model", train_file="t", validation_file="v")
     assert cfg.best_metric in finetune_config.TASKS[cfg.task].metrics
 
 
 def test_squad_recipe_is_the_papers():
     from bert_jax.training import finetune_config
     cfg = finetune_config.load_config(os.path.join(ROOT, "configs", "finetune_squad.py"),
-                                      init="model", train_file="t", validation_file="v")
+                                      init_from="model", train_file="t", validation_file="v")
     assert (cfg.task, cfg.epochs, cfg.learning_rate, cfg.batch_size, cfg.max_seq_length,
             cfg.doc_stride) == ("question-answering", 2, 3e-5, 32, 384, 128)
 

@@ -16,6 +16,7 @@ from bert_jax import cli
 from bert_jax.training import finetune as finetuner
 from bert_jax import inference
 from bert_jax.checkpoints import model_dir as pretrained
+from bert_jax.errors import BertJaxError
 from bert_jax.training.finetune_config import FinetuneConfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -43,7 +44,7 @@ def tiny(minilm_dir, tmp_path_factory):
 
 
 def config(tiny, **changes):
-    cfg = FinetuneConfig(init=str(tiny / "init"), train_file=str(tiny / "train.csv"),
+    cfg = FinetuneConfig(init_from=str(tiny / "init"), train_file=str(tiny / "train.csv"),
                          validation_file=str(tiny / "val.csv"), max_seq_length=32, epochs=2,
                          batch_size=16, eval_batch_size=16, learning_rate=1e-3, log_every=2,
                          checkpoint_every=3)
@@ -71,7 +72,7 @@ def test_scores_cover_every_row_and_the_best_epoch_is_kept(tiny, run):
     config_, params, tok = inference.load(str(workdir))
     rows = list(csv.DictReader(open(tiny / "val.csv", encoding="utf-8")))
     probs = classification_data.predict_proba(config_, params, tok, [r["text"] for r in rows],
-                                    max_length=32, batch_size=16)
+                                    max_seq_length=32, batch_size=16)
     labels = np.array([config_.id2label.index(r["label"]) for r in rows])
     preds = probs.argmax(-1)
     ours = classification_scores(labels, preds, 2)
@@ -100,7 +101,7 @@ def test_export_predicts_like_transformers(tiny, run):
     with torch.no_grad():
         theirs = torch.softmax(hf.eval()(**enc).logits, -1).numpy()
     config_, params, tok = inference.load(str(workdir / "export"))
-    ours = classification_data.predict_proba(config_, params, tok, texts, max_length=32)
+    ours = classification_data.predict_proba(config_, params, tok, texts, max_seq_length=32)
     np.testing.assert_array_equal(ours.argmax(-1), theirs.argmax(-1))
     np.testing.assert_allclose(ours, theirs, atol=1e-5)
 
@@ -115,6 +116,37 @@ def test_predict_cli_writes_labels_and_probabilities(tiny, run, tmp_path, capsys
     for r in rows:
         assert r["probability_great"] + r["probability_other"] == pytest.approx(1, abs=1e-5)
         assert r["probability"] == max(r["probability_great"], r["probability_other"])
+
+
+def test_the_builders_parts_step_as_the_job_steps(tiny, run):
+    """finetune() runs finetune_parts.build's parts: the built train step, from the state the
+    job starts from, gives the job's logged loss and accuracy over its first two steps."""
+    import types
+
+    import jax
+
+    from bert_jax.runtime import sharding
+    from bert_jax.training import finetune_parts, losses
+    from bert_jax.training import run as skeleton
+    workdir, _ = run
+    job = [json.loads(line) for line in open(workdir / "metrics.jsonl")]
+    first = next(r for r in job if r["split"] == "train")
+    assert first["step"] == 2  # log_every 2: the mean of steps 1 and 2
+    cfg = config(tiny, test_file=str(tiny / "val.csv"))
+    parts = finetune_parts.build(cfg)
+    mesh = sharding.make_mesh()
+    state = skeleton.init_state(  # only the mesh of a RunContext is read
+        types.SimpleNamespace(mesh=mesh), parts.model, parts.tx,
+        max_seq_length=cfg.max_seq_length, seed=cfg.seed, pretrained=parts.take_pretrained(),
+        source=cfg.init_from, input_shape=parts.input_shape, start=parts.start)
+    key, steps = sharding.replicated_key(cfg.seed, mesh), []
+    for step in range(2):
+        state, metrics = parts.train_step(
+            state, sharding.global_batch(parts.train_batch(step), mesh), key)
+        steps.append(jax.device_get(metrics))
+    ours = losses.means(losses.add(*steps))
+    for name in ("loss", "accuracy", "grad_norm", "learning_rate"):
+        assert abs(ours[name] - first[name]) <= 1e-6, (name, ours[name], first[name])
 
 
 def test_resume_from_an_epoch_end_matches_the_straight_run(tiny, run, tmp_path):
@@ -170,6 +202,51 @@ def test_a_changed_run_never_resumes(tiny, run, change, shown, tmp_path, capfd):
                    f"({shown}); a resumed run must compute what it started: use a new workdir, "
                    f"or the saved settings (finetune_config.json)"]
     assert {p: p.read_bytes() for p in work.rglob("*") if p.is_file()} == before
+
+
+def test_the_old_name_of_init_from_is_refused_with_its_new_name(tiny, tmp_path, capsys):
+    """FinetuneConfig.init is now init_from (pretraining's name): the old spelling is no quiet
+    alias on the command line but a one-line refusal naming the new one."""
+    from bert_jax.training.config_files import apply_overrides
+    with pytest.raises(BertJaxError) as e:
+        apply_overrides(FinetuneConfig(), [f"init={tiny / 'init'}"])
+    assert str(e.value) == "config.init: renamed; did you mean config.init_from?"
+    _fails(capsys, ["finetune", f"--config.init={tiny / 'init'}", "--workdir",
+                    str(tmp_path / "w"), "--train", str(tiny / "train.csv"),
+                    "--validation", str(tiny / "val.csv")],
+           "bert-jax finetune: error: --config.init: renamed; did you mean --init DIR?")
+    assert not (tmp_path / "w").exists()
+
+
+def test_a_run_saved_before_init_was_renamed_resumes_and_still_refuses_another_start(
+        tiny, run, tmp_path, capfd):
+    """A workdir whose finetune_config.json says "init" (as saved before the rename) resumes
+    from its epoch 1 exactly as a straight run; the same workdir with another starting model
+    is refused, the old field read as init_from."""
+    workdir, result = run
+    old = tmp_path / "old"
+    shutil.copytree(workdir, old)
+    saved = json.load(open(old / "finetune_config.json"))
+    saved = {("init" if k == "init_from" else k): v for k, v in saved.items()}
+    assert saved["init"] == str(tiny / "init") and "init_from" not in saved
+    (old / "finetune_config.json").write_text(json.dumps(saved))
+    other = tmp_path / "other_init"  # the same weights elsewhere: only the field differs
+    shutil.copytree(tiny / "init", other)
+    before = {p: p.read_bytes() for p in old.rglob("*") if p.is_file()}
+    with pytest.raises(BertJaxError, match=(
+            r"holds a run with other settings \(config.init_from: '.*init' there, "
+            r"'.*other_init' here\)")):
+        finetuner.finetune(config(tiny, init_from=str(other), test_file=str(tiny / "val.csv")),
+                           str(old))
+    assert {p: p.read_bytes() for p in old.rglob("*") if p.is_file()} == before
+    step = result.metrics["epochs"][0]["step"]  # as a kill after epoch 1 leaves it
+    for p in (old / "checkpoints").iterdir():
+        if p.name.isdigit() and int(p.name) > step:
+            shutil.rmtree(p)
+    (old / "epochs.json").write_text(json.dumps(result.metrics["epochs"][:1]))
+    again = finetuner.finetune(config(tiny, test_file=str(tiny / "val.csv")), str(old))
+    assert again.metrics["epochs"] == result.metrics["epochs"]
+    assert json.load(open(old / "metrics.json"))["test"] == result.metrics["test"]
 
 
 def test_label_maps_and_sentence_pairs(minilm_dir, tmp_path, caplog):
@@ -240,11 +317,11 @@ def test_finetune_from_python_validates_its_config(tmp_path):
     reads anything or makes the workdir."""
     from bert_jax.errors import BertJaxError
     work = tmp_path / "w"
-    with pytest.raises(BertJaxError, match=r"^config.init: a pretrained model"):
+    with pytest.raises(BertJaxError, match=r"^config.init_from: a pretrained model"):
         finetuner.finetune(FinetuneConfig(train_file="t.csv", validation_file="v.csv"), str(work))
     with pytest.raises(BertJaxError, match=r"^config.epochs: expected an integer ≥ 1, got 0"):
-        finetuner.finetune(FinetuneConfig(init="m", train_file="t.csv", validation_file="v.csv",
-                                          epochs=0), str(work))
+        finetuner.finetune(FinetuneConfig(init_from="m", train_file="t.csv",
+                                          validation_file="v.csv", epochs=0), str(work))
     assert not work.exists()
 
 
@@ -265,12 +342,12 @@ def test_finetune_config_file_and_overrides(minilm_dir):
     from bert_jax.training import pretrain_config as train_config
     from bert_jax.errors import BertJaxError
     path = os.path.join(ROOT, "configs", "finetune_fine_foods.py")
-    cfg = finetune_config.load_config(path, ["epochs=2", "best_metric=macro_f1"], init=minilm_dir,
-                                      batch_size=None)
-    assert (cfg.epochs, cfg.best_metric, cfg.batch_size, cfg.init) == (2, "macro_f1", 32,
-                                                                        minilm_dir)
+    cfg = finetune_config.load_config(path, ["epochs=2", "best_metric=macro_f1"],
+                                      init_from=minilm_dir, batch_size=None)
+    assert (cfg.epochs, cfg.best_metric, cfg.batch_size, cfg.init_from) == (
+        2, "macro_f1", 32, minilm_dir)
     with pytest.raises(BertJaxError, match="config.best_metric: expected one of"):
-        finetune_config.load_config(path, ["best_metric=f2"], init=minilm_dir)
+        finetune_config.load_config(path, ["best_metric=f2"], init_from=minilm_dir)
     with pytest.raises(BertJaxError, match="not a PretrainConfig"):
         train_config.load_config(path)
     settings = finetune_config.optimizer_settings(cfg, 250)
@@ -285,7 +362,7 @@ def test_minilm_learns_fine_foods(minilm_dir, tmp_path):
     for name, part in (("train", rows[:481]), ("test", test[:201])):
         with open(tmp_path / f"{name}.csv", "w", encoding="utf-8", newline="") as f:
             csv.writer(f).writerows(part)
-    cfg = FinetuneConfig(init=minilm_dir, train_file=str(tmp_path / "train.csv"),
+    cfg = FinetuneConfig(init_from=minilm_dir, train_file=str(tmp_path / "train.csv"),
                          validation_file=str(tmp_path / "test.csv"), max_seq_length=32,
                          epochs=1, batch_size=16, learning_rate=2e-4, warmup_ratio=0.1)
     result = finetuner.finetune(cfg, str(tmp_path / "run")).metrics
@@ -390,7 +467,7 @@ def test_head_init_distributions():
     np.testing.assert_array_equal(normal["classifier"]["bias"], params["classifier"]["bias"])
     with pytest.raises(BertJaxError, match=r"^config.head_init: expected one of "
                                            r"truncated_normal, normal"):
-        validate(FinetuneConfig(init="m", train_file="t", validation_file="v", head_init="he"))
+        validate(FinetuneConfig(init_from="m", train_file="t", validation_file="v", head_init="he"))
 
 
 def test_dropout_overrides_the_models(tiny, run, tmp_path):

@@ -187,6 +187,24 @@ def test_a_rerun_with_other_settings_is_refused(init, run, capsys):
         f"new workdir")
 
 
+def test_settings_saved_before_init_was_renamed_are_read_as_init_from(tmp_path):
+    """A glue_settings.json that says "init" (saved before the rename): a rerun with the same
+    model goes on and saves the new name; one with another model is still refused."""
+    from bert_jax.errors import BertJaxError
+    from bert_jax.training.glue import GlueSettings, _check_workdir
+    old = {"init": "m", "epochs": 3, "batch_size": 32, "max_seq_length": 128}
+    path = tmp_path / "glue_settings.json"
+    path.write_text(json.dumps(old))
+    _check_workdir(GlueSettings(init_from="m"), str(tmp_path))
+    assert json.loads(path.read_text()) == {"init_from": "m", "epochs": 3, "batch_size": 32,
+                                            "max_seq_length": 128}
+    path.write_text(json.dumps(old))
+    with pytest.raises(BertJaxError, match=r": holds GLUE runs with init_from m; this is "
+                                           r"init_from other; use a new workdir$"):
+        _check_workdir(GlueSettings(init_from="other"), str(tmp_path))
+    assert json.loads(path.read_text()) == old
+
+
 def test_unknown_task_is_one_line(init, tmp_path, capsys):
     assert glue(init, tmp_path / "w", "--tasks", "rte,squad") == 2
     assert capsys.readouterr().err.strip() == (

@@ -149,7 +149,7 @@ def test_the_data_caches_are_keyed_on_the_revision():
 def test_a_pinned_dataset_keeps_the_default_workdir_name():
     from bert_jax.cli.jobs import finetune_workdir
     from bert_jax.training.finetune_config import FinetuneConfig
-    names = {finetune_workdir(FinetuneConfig(init="m", dataset=name, dataset_config="sst2"))
+    names = {finetune_workdir(FinetuneConfig(init_from="m", dataset=name, dataset_config="sst2"))
              for name in ("nyu-mll/glue", "nyu-mll/glue@v1")}
     assert names == {os.path.join("runs", "sequence-classification-glue-sst2")}
 
@@ -166,7 +166,7 @@ def test_a_model_card_names_the_hub_model_and_dataset_it_came_from(tmp_path, mon
     for init, dataset, base, datasets in (
             ("org/tiny@v1", "nyu-mll/glue@v2", "org/tiny", ["nyu-mll/glue"]),
             ("local", "", None, None)):
-        cfg = FinetuneConfig(init=init, dataset=dataset, dataset_config="sst2",
+        cfg = FinetuneConfig(init_from=init, dataset=dataset, dataset_config="sst2",
                              train_file="train.csv")
         path = model_card.write_finetune_card(str(tmp_path), cfg, str(tmp_path / "w"), result,
                                               "BertForSequenceClassification", ("accuracy",))

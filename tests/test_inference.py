@@ -221,16 +221,16 @@ def test_library_errors_name_parameters_not_flags(tiny):
             (lambda: classification.predict_proba(config, params, tok, TINY_TEXTS, None, 16, 0),
              "batch_size: expected an integer ≥ 1, got 0"),
             (lambda: inference.embed(config, params, tok, TINY_TEXTS, "cls", 2),
-             "max_length: expected an integer ≥ 3, got 2"),
+             "max_seq_length: expected an integer ≥ 3, got 2"),
             (lambda: inference.embed(config, params, tok, TINY_TEXTS, "max"),
              "pooling: expected cls, mean or none, got 'max'"),
             (lambda: inference.embed(config, params, tok, TINY_TEXTS, "cls", 30),
-             "max_length: 30 is more than the model's max_position_embeddings (24)")):
+             "max_seq_length: 30 is more than the model's max_position_embeddings (24)")):
         with pytest.raises(BertJaxError) as e:
             call()
         assert str(e.value) == needle
     _, warnings = inference.fit_length(config, tok, TINY_TEXTS, None, 100)
-    assert warnings == ["max_length 100 is more than the model's 24 positions "
+    assert warnings == ["max_seq_length 100 is more than the model's 24 positions "
                         "(max_position_embeddings); using 24"]
 
 
@@ -335,7 +335,8 @@ def test_cli_embed_layers_end_to_end(tiny, tiny_dir, tmp_path, capsys):
 # -- length buckets: padding is not computed, outputs equal the padded path's -----------------
 
 def mixed_texts(n=11, seed=0):
-    """Texts of 1 to 20 words (3 to 22 tokens) in shuffled order: two buckets at max_length 24."""
+    """Texts of 1 to 20 words (3 to 22 tokens) in shuffled order: two buckets at
+    max_seq_length 24."""
     rng = np.random.default_rng(seed)
     return [" ".join(rng.choice(WORDS[5:], size=int(k))) for k in rng.integers(1, 21, n)]
 

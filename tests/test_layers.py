@@ -79,3 +79,17 @@ def test_the_check_sees_an_upward_import(tmp_path):
     targets = [t for _, t in _imports(str(path), "bert_jax.data.x")]
     assert targets == ["bert_jax.training", "bert_jax.cli"]
     assert [_layer(t) > _layer("bert_jax.data.x") for t in targets] == [True, True]
+
+
+def test_bench_scripts_leave_sys_path_alone():
+    """bench/ scripts import each other as `python bench/x.py` (and pytest's pythonpath) put
+    bench/ on sys.path; none edits sys.path (bench/bench_common.py loads test helpers by path)."""
+    edits = []
+    bench = os.path.join(ROOT, "bench")
+    for name in sorted(os.listdir(bench)):
+        if name.endswith(".py"):
+            tree = ast.parse(open(os.path.join(bench, name), encoding="utf-8").read())
+            edits += [f"{name}:{node.lineno}" for node in ast.walk(tree)
+                      if isinstance(node, ast.Attribute) and node.attr in ("insert", "append")
+                      and ast.unparse(node.value) == "sys.path"]
+    assert edits == []

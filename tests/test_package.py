@@ -56,7 +56,7 @@ def test_bundled_configs_read_the_packages_data_from_anywhere(tmp_path, monkeypa
     cfg = pretrain_config.load_config("tiny")
     assert glob.glob(cfg.train_files) and os.path.isdir(cfg.vocab)
     assert cfg.train_files.startswith(resources.BUNDLED + os.sep)
-    ft = finetune_config.load_config("finetune_fine_foods", init="model")
+    ft = finetune_config.load_config("finetune_fine_foods", init_from="model")
     assert os.path.isfile(ft.train_file) and os.path.isfile(ft.validation_file)
 
 

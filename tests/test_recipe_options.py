@@ -15,7 +15,8 @@ from conftest import bench_module, train_here
 from bert_jax.data import masking, tokenizer
 from bert_jax.errors import BertJaxError
 from bert_jax.models import BertConfig, BertForPreTraining
-from bert_jax.training import optim, pretrain, pretrain_config, steps, time_budget
+from bert_jax.training import (optim, pretrain, pretrain_config, pretrain_parts, steps,
+                               time_budget)
 from bert_jax.training.pretrain_config import PretrainConfig
 
 
@@ -27,7 +28,7 @@ def tok(pretrain_setup):
 
 def test_dropout_zero_makes_the_train_forward_the_deterministic_one():
     cfg = PretrainConfig(model="tiny", dropout=0.0)
-    config = pretrain.model_config(cfg, 300)
+    config = pretrain_parts.model_config(cfg, 300)
     assert config.hidden_dropout_prob == config.attention_probs_dropout_prob == 0.0
     model = BertForPreTraining(config)
     ids = np.random.default_rng(0).integers(5, 300, (2, 24)).astype(np.int32)
@@ -39,7 +40,8 @@ def test_dropout_zero_makes_the_train_forward_the_deterministic_one():
     eval_out = model.apply({"params": params}, ids, None, mask, deterministic=True)
     for a, b in zip(train_out, eval_out):  # equal to rounding (eval may use another kernel)
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
-    with_dropout = BertForPreTraining(pretrain.model_config(PretrainConfig(model="tiny"), 300))
+    with_dropout = BertForPreTraining(pretrain_parts.model_config(PretrainConfig(model="tiny"),
+                                                                  300))
     noisy = with_dropout.apply({"params": params}, ids, None, mask, deterministic=False,
                                rngs={"dropout": jax.random.key(1)})
     assert not np.allclose(np.asarray(noisy[0]), np.asarray(eval_out[0]))
@@ -47,8 +49,8 @@ def test_dropout_zero_makes_the_train_forward_the_deterministic_one():
 
 def test_masking_rate_trains_at_its_rate_and_holds_out_at_15_percent(tok):
     cfg = pretrain_config.validate(PretrainConfig(masked_lm_prob=0.4, max_seq_length=128))
-    train_spec = pretrain.masking_spec(cfg, tok)
-    held_spec = pretrain.heldout_masking_spec(cfg, tok)
+    train_spec = pretrain_parts.masking_spec(cfg, tok)
+    held_spec = pretrain_parts.heldout_masking_spec(cfg, tok)
     assert (train_spec.masked_lm_prob, train_spec.max_predictions_per_seq) == (0.4, 52)
     assert (held_spec.masked_lm_prob, held_spec.max_predictions_per_seq) == (0.15, 20)
     rng = np.random.default_rng(0)
@@ -82,9 +84,9 @@ def test_bad_recipe_values_are_refused_naming_the_field(field, value, needle):
 
 def test_phases_by_steps_and_by_the_clock():
     cfg = PretrainConfig(max_seq_length=128, phase1_seq_length=64, phase1_share=0.9, steps=100)
-    phase = pretrain.phase_of(cfg)
+    phase = pretrain_parts.phase_of(cfg)
     assert [phase(s) for s in (0, 89, 90, 99)] == [64, 64, 128, 128]
-    assert pretrain.phase_of(cfg.replace(phase1_seq_length=0))(0) == 128
+    assert pretrain_parts.phase_of(cfg.replace(phase1_seq_length=0))(0) == 128
 
     class Clock:
         value = 0.0
@@ -93,7 +95,7 @@ def test_phases_by_steps_and_by_the_clock():
             return self.value
 
     clock = Clock()
-    by_time = pretrain.phase_of(cfg, clock)
+    by_time = pretrain_parts.phase_of(cfg, clock)
     assert by_time(0) == 64
     clock.value = 0.95
     assert by_time(1) == 128
@@ -125,7 +127,7 @@ def test_rate_scale_is_the_learning_rate_times_the_scale():
 
     def one_update(peak, scale):
         cfg = PretrainConfig(learning_rate=peak, warmup_steps=0, time_budget_minutes=1.0)
-        schedule = pretrain.learning_rate_schedule(cfg)
+        schedule = pretrain_parts.learning_rate_schedule(cfg)
         state = steps.TrainState.create(apply_fn=None, params=params,
                                         tx=optim.make_optimizer(cfg, schedule))
         metrics = {"mlm_loss": (jnp.float32(1.0), 1.0)}
@@ -151,8 +153,8 @@ def test_budget_schedule_warms_up_by_steps_and_decays_with_the_clock():
 
 def test_warmup_stable_decay_holds_the_peak_then_decays_over_the_last_share():
     linear = optim.learning_rate_schedule(1e-3, 10, 110)
-    wsd = pretrain.learning_rate_schedule(PretrainConfig(learning_rate=1e-3, warmup_steps=10,
-                                                         steps=110, decay_share=0.2))
+    wsd = pretrain_parts.learning_rate_schedule(PretrainConfig(
+        learning_rate=1e-3, warmup_steps=10, steps=110, decay_share=0.2))
     assert [float(wsd(s)) for s in (0, 5)] == [float(linear(s)) for s in (0, 5)]
     assert float(wsd(10)) == float(wsd(88)) == pytest.approx(1e-3)  # stable to step 88
     assert float(wsd(99)) == pytest.approx(0.5e-3) and float(wsd(110)) == 0.0
@@ -169,9 +171,9 @@ def test_warmup_stable_decay_holds_the_peak_then_decays_over_the_last_share():
 
 def test_initializer_range_sets_the_models_init_scale():
     cfg = PretrainConfig(model="tiny", initializer_range=0.05)
-    config = pretrain.model_config(cfg, 300)
+    config = pretrain_parts.model_config(cfg, 300)
     assert config.initializer_range == 0.05
-    assert pretrain.model_config(PretrainConfig(model="tiny"), 300).initializer_range == 0.02
+    assert pretrain_parts.model_config(PretrainConfig(model="tiny"), 300).initializer_range == 0.02
     ids = np.ones((1, 8), np.int32)
     params = BertForPreTraining(config).init(jax.random.key(0), ids)["params"]
     kernel = np.asarray(params["bert"]["encoder"]["layer_0"]["attention"]["query"]["kernel"])

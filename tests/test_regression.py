@@ -62,7 +62,7 @@ def test_a_target_that_is_not_a_number_names_file_row_and_column(tmp_path, minil
     from bert_jax.training.finetune_config import FinetuneConfig
     path = tmp_path / "t.csv"
     path.write_text(f"text,score\na cat,1.5\na dog,{cell}\nthe hat,2\n")
-    cfg = FinetuneConfig(task="regression", init="m", train_file=str(path),
+    cfg = FinetuneConfig(task="regression", init_from="m", train_file=str(path),
                          validation_file=str(path), label_column="score", max_seq_length=8)
     with pytest.raises(BertJaxError, match=rf"^{path}: row 2: column 'score' is {shown}; "
                                            r"expected a number \(regression target\)$"):

@@ -32,7 +32,7 @@ def ctx():
 @pytest.mark.parametrize("rows,batch_size", [(5, 4), (3, 8), (8, 4)])
 def test_eval_outputs_covers_every_row_once(ctx, rows, batch_size):
     arrays = {"x": np.arange(rows, dtype=np.float32) + 1}
-    fn = run.jit_eval(ctx, lambda state, batch: (batch["x"], batch["example_weights"]))
+    fn = run.jit_eval(ctx.mesh, lambda state, batch: (batch["x"], batch["example_weights"]))
     outputs, counts = run.eval_outputs(ctx, fn, None, arrays, batch_size)
     assert counts == [min(batch_size, rows - s) for s in range(0, rows, batch_size)]
     values = np.concatenate([x[:n] for (x, _), n in zip(outputs, counts)])
@@ -54,7 +54,8 @@ def test_a_heldout_set_smaller_than_a_batch_is_scored_without_its_padding(ctx):
                "masked_lm_ids": r.integers(5, 50, (3, 3)).astype(np.int32),
                "masked_lm_weights": np.ones((3, 3), np.float32),
                "next_sentence_labels": np.array([0, 1, 0], np.int32)}
-    fn = run.jit_eval(ctx, lambda s, b: steps.pretraining_metrics(s.apply_fn, s.params, b, True))
+    fn = run.jit_eval(ctx.mesh,
+                      lambda s, b: steps.pretraining_metrics(s.apply_fn, s.params, b, True))
     (metrics,), counts = run.eval_outputs(ctx, fn, state, heldout, 8)
     assert counts == [3]
     assert metrics["nsp_loss"][1] == 3 and metrics["mlm_loss"][1] == 9
@@ -67,10 +68,10 @@ def test_init_state_draws_from_the_init_stream_and_keeps_pretrained_groups(ctx):
     model = BertForSequenceClassification(CONFIG)
     ids = jnp.zeros((1, 8), jnp.int32)
     fresh = model.init(rng.init_key(3), ids)["params"]
-    state = run.init_state(ctx, model, optax.sgd(0.1), seq_len=8, seed=3)
+    state = run.init_state(ctx, model, optax.sgd(0.1), max_seq_length=8, seed=3)
     jax.tree.map(np.testing.assert_array_equal, sharding.fetch(state.params), fresh)
     encoder = jax.tree.map(lambda x: np.asarray(x) + 1.0, fresh["bert"])
-    state = run.init_state(ctx, model, optax.sgd(0.1), seq_len=8, seed=3,
+    state = run.init_state(ctx, model, optax.sgd(0.1), max_seq_length=8, seed=3,
                            pretrained={"bert": encoder}, source="test")
     got = sharding.fetch(state.params)
     jax.tree.map(np.testing.assert_array_equal, got["bert"], encoder)  # pretrained encoder

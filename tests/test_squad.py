@@ -158,7 +158,7 @@ def test_bad_input_one_line(tmp_path, toks):
     tok = toks[0]
     long_q = QAExample("q7", " ".join(["why"] * 30), "Paris and London", (), ())
     message = _error(qa_windows.features, tok, [ex[0], long_q], 32, 4, training=False, where="d")
-    assert message == ("d: question 'q7' has 30 tokens; max_length 32 leaves no room "
+    assert message == ("d: question 'q7' has 30 tokens; max_seq_length 32 leaves no room "
                        "for the context")
     long_c = QAExample("q8", "Who?", " ".join(["word"] * 50), (), ())  # room: 32 - 2 - 3 = 27
     assert _error(qa_windows.features, tok, [long_c], 32, 27, training=False).startswith(

@@ -95,7 +95,7 @@ def test_multiple_choice_reads_the_label_column_it_is_given(tmp_path, minilm_dir
     path = tmp_path / "t.csv"
     path.write_text("sent1,sent2,ending0,ending1,answer\n"
                     + "".join(f"the {i} cat,sat on,the mat,a hat,{i % 2}\n" for i in range(6)))
-    cfg = FinetuneConfig(task="multiple-choice", init="m", train_file=str(path),
+    cfg = FinetuneConfig(task="multiple-choice", init_from="m", train_file=str(path),
                          validation_file=str(path), max_seq_length=16, num_choices=2,
                          label_column="answer")
     tok = tokenizer.load(minilm_dir)

@@ -5,6 +5,7 @@ same held-out loss at step 0)."""
 import json
 import os
 
+import jax
 from conftest import ROOT, bench_module
 
 
@@ -64,3 +65,31 @@ def test_table_reports_accuracy_at_marks_and_minutes_to_the_reference():
     assert text.splitlines()[3].endswith("| 15.0 | 15.0 |")
     assert text.splitlines()[-1] == "ours: 0.33× hf's minutes to 0.200"
     assert "—" in tta.table([ours, hf], target=0.5).splitlines()[2]  # not reached
+
+
+def test_the_benchmark_steps_the_jobs_own_step(pretrain_setup, tmp_path):
+    """OursTrainer is built by the job's builder (training/pretrain_parts.build): its losses on
+    the first three batches are the job's (metrics.jsonl), with whole-word masking and two
+    micro-batches on — the third step's loss is after the first update at a nonzero rate."""
+    from conftest import CONFIG, train_here
+
+    from bert_jax.training import losses
+    base, overrides = pretrain_setup
+    extra = ["--config.steps=3", "--config.whole_word_masking=true",
+             "--config.grad_accum_steps=2"]
+    assert train_here(tmp_path / "job", [*overrides, *extra]) == 0
+    rows = [json.loads(line) for line in open(tmp_path / "job" / "metrics.jsonl")]
+    job = [r for r in rows if r["split"] == "train"]
+    assert [r["step"] for r in job] == [1, 2, 3] and job[1]["learning_rate"] > 0
+
+    tta = bench_module("time_to_accuracy")
+    cfg = tta.load_config(CONFIG, [o.removeprefix("--config.") for o in [*overrides, *extra]])
+    s = tta.setup(cfg, str(tmp_path / "bench"))
+    trainer = tta.OursTrainer(s)
+    for step in range(3):
+        batch = trainer.prepare(step, s.parts.train_batch(step, cfg.max_seq_length))
+        trainer.step(step, batch, 1.0)
+        ours = losses.total_loss(losses.means(jax.device_get(trainer.pending)))
+        for name in ("loss", "mlm_loss", "nsp_loss", "mlm_accuracy"):
+            assert abs(ours[name] - job[step][name]) <= 1e-6, (step, name, ours[name],
+                                                                job[step][name])

@@ -226,7 +226,7 @@ def test_encode_refusals(tok):
         tc.encode(tok, [["a"], ["b"]], 8, [["O"], ["B-FOO"]], ("O", "B-X"), "validation")
     with pytest.raises(BertJaxError, match=r"train: row 1: 2 words but 1 tags"):
         tc.encode(tok, [["a", "b"]], 8, [["O"]], ("O",), "train")
-    with pytest.raises(BertJaxError, match="max_length: expected an integer ≥ 3"):
+    with pytest.raises(BertJaxError, match="max_seq_length: expected an integer ≥ 3"):
         tc.encode(tok, [["a"]], 2)
     feats = tc.encode(tok, [["a"]], 8)
     with pytest.raises(BertJaxError, match=r"logits: shape \(1, 7, 3\)"):

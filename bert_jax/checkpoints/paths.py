@@ -9,7 +9,7 @@ workdir holds: the one place that knows.
   GLUE workdir             data/ + runs/<task>/<run>/ (fine-tuning workdirs) + results.* +
                            submission/
 
-Every reader (`load_pretrained`, inference, `config.init`, conversion) asks `kind`, `model_path` and
+Every reader (`load_pretrained`, inference, `config.init_from`, conversion) asks `kind`, `model_path` and
 `vocab_dir` here instead of probing files itself.
 """
 

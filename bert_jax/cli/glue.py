@@ -80,7 +80,7 @@ def glue(args) -> int:
     from bert_jax.training.glue import GlueSettings
     from bert_jax.training.glue import glue as run_glue
     settings = GlueSettings(
-        init=args.init, data_dir=args.data_dir, hub=args.hub_dataset or HUB, tasks=args.tasks,
+        init_from=args.init, data_dir=args.data_dir, hub=args.hub_dataset or HUB, tasks=args.tasks,
         learning_rates=_numbers(args.learning_rates, float, "--learning-rates"),
         seeds=_numbers(args.seeds, int, "--seeds"), epochs=args.epochs,
         batch_size=args.batch_size, max_seq_length=args.max_seq_length,

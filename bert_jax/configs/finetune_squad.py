@@ -11,7 +11,7 @@ from bert_jax.training.finetune_config import FinetuneConfig
 def get_config() -> FinetuneConfig:
     return FinetuneConfig(
         task="question-answering",
-        init="",  # --init: a pretrained BERT (ours, a pretraining workdir, or Hugging Face's)
+        init_from="",  # --init: a pretrained BERT (ours, a pretraining workdir, or Hugging Face's)
         max_seq_length=384,  # question + context window, [CLS] and [SEP]s included
         doc_stride=128,  # tokens shared by consecutive windows (HF's meaning of the flag)
         max_answer_length=30,  # tokens, as run_squad

@@ -10,7 +10,7 @@ from bert_jax.training.finetune_config import FinetuneConfig
 def get_config() -> FinetuneConfig:
     return FinetuneConfig(
         task="multiple-choice",
-        init="",  # --init: a pretrained BERT
+        init_from="",  # --init: a pretrained BERT
         max_seq_length=128,  # per candidate: [CLS] sent1 [SEP] sent2 ending [SEP]
         epochs=3,
         batch_size=16,  # questions per batch (× 4 candidates encoded)

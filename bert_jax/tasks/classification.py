@@ -75,16 +75,16 @@ def is_unlabelled(table: datasets.Dataset, column: str) -> bool:
     return isinstance(feature, datasets.ClassLabel) and all(v < 0 for v in table[column])
 
 
-def encode(tok, table: datasets.Dataset, text_column: str, pair_column: str, max_length: int,
+def encode(tok, table: datasets.Dataset, text_column: str, pair_column: str, max_seq_length: int,
            where: str) -> dict[str, np.ndarray]:
-    """(N, max_length) int32 input_ids, token_type_ids, attention_mask of a split."""
+    """(N, max_seq_length) int32 input_ids, token_type_ids, attention_mask of a split."""
     texts = tables.texts_of(table, text_column, where)
     pairs = tables.texts_of(table, pair_column, where) if pair_column else None
-    return tokenizer.encode_batch(tok, texts, pairs, max_length, pad=True)
+    return tokenizer.encode_batch(tok, texts, pairs, max_seq_length, pad=True)
 
 
 def encode_splits(splits: dict, tok, text_column: str, pair_column: str, label_column: str,
-                  max_length: int) -> tuple[tuple[str, ...], dict[str, dict[str, np.ndarray]]]:
+                  max_seq_length: int) -> tuple[tuple[str, ...], dict[str, dict[str, np.ndarray]]]:
     """(label names, {split: columns with labels}); the label map comes from `train`."""
     columns = [text_column] + ([pair_column] if pair_column else [])
     cleaned = {}
@@ -103,7 +103,7 @@ def encode_splits(splits: dict, tok, text_column: str, pair_column: str, label_c
                            f"({names[0]}); classification needs at least two")
     out = {}
     for split, (where, table) in cleaned.items():
-        arrays = encode(tok, table, text_column, pair_column, max_length, where)
+        arrays = encode(tok, table, text_column, pair_column, max_seq_length, where)
         arrays["labels"] = label_ids(table, label_column, names, where)
         out[split] = arrays
     return names, out
@@ -181,15 +181,15 @@ def summary(r: dict) -> str:
 # -- predict -----------------------------------------------------------------------------------
 
 def predict_proba(config, params, tok, texts: Sequence[str], pairs: Optional[Sequence[str]] = None,
-                  max_length: int = 128, batch_size: int = 32) -> np.ndarray:
+                  max_seq_length: int = 128, batch_size: int = 32) -> np.ndarray:
     """(N, num_labels) class probabilities of a BertForSequenceClassification."""
     import jax
 
     from bert_jax import inference
     from bert_jax.data import buckets
     inference.require_head(params, TASK.head)
-    inference.check_sizes(config, max_length, batch_size, pairs is not None)
-    arrays = tokenizer.encode_batch(tok, texts, pairs, max_length, pad=True)
+    inference.check_sizes(config, max_seq_length, batch_size, pairs is not None)
+    arrays = tokenizer.encode_batch(tok, texts, pairs, max_seq_length, pad=True)
     apply = functools.partial(inference.jitted(_class_probabilities), config,
                               jax.device_put(params))
     return buckets.run(apply, arrays, batch_size)

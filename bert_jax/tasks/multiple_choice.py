@@ -40,16 +40,16 @@ def _texts(table: datasets.Dataset, column: str, where: str) -> list[str]:
     return [v if isinstance(v, str) else str(v) for v in values]
 
 
-def encode(tok, table: datasets.Dataset, where: str, max_length: int,
+def encode(tok, table: datasets.Dataset, where: str, max_seq_length: int,
            context_column: str = "sent1", start_column: str = "sent2",
            ending_columns: Sequence[str] = ENDINGS, label_column: str = "label"
            ) -> dict[str, np.ndarray]:
     """Each row → C pairs (context, start + " " + ending_c), as Hugging Face's run_swag:
     the model scores every pair with one logit and a softmax over the C picks the ending.
 
-    Pairs longer than max_length are trimmed longer segment first. start_column "" uses the
+    Pairs longer than max_seq_length are trimmed longer segment first. start_column "" uses the
     ending alone as the second segment. Returns input_ids, token_type_ids, attention_mask:
-    (N, C, max_length) int32; labels: (N,) int32 (the right ending's index) when the label
+    (N, C, max_seq_length) int32; labels: (N,) int32 (the right ending's index) when the label
     column exists and is not all -1 (hub test splits are unlabelled).
     """
     endings = list(ending_columns)
@@ -64,8 +64,8 @@ def encode(tok, table: datasets.Dataset, where: str, max_length: int,
     firsts = [context for context in contexts for _ in endings]
     seconds = [f"{start} {ending[row]}" if start else ending[row]
                for row, start in enumerate(starts) for ending in candidates]
-    flat = tokenizer.encode_batch(tok, firsts, seconds, max_length, pad=True)
-    shape = (len(table), len(endings), max_length)
+    flat = tokenizer.encode_batch(tok, firsts, seconds, max_seq_length, pad=True)
+    shape = (len(table), len(endings), max_seq_length)
     out = {k: v.reshape(shape) for k, v in flat.items()}
     if label_column in table.column_names:
         labels = _labels(table[label_column], where, label_column, len(endings))

@@ -60,7 +60,7 @@ def _number(value) -> Optional[float]:
 
 
 def encode_splits(splits: dict, tok, text_column: str, pair_column: str, label_column: str,
-                  max_length: int) -> dict[str, dict[str, np.ndarray]]:
+                  max_seq_length: int) -> dict[str, dict[str, np.ndarray]]:
     """{split: input columns and float32 `labels`}; a split other than train whose targets are
     all -1 (a hub test split) is left out with a warning. Rows with an empty text are dropped
     with a counted warning, after every target was checked."""
@@ -74,7 +74,7 @@ def encode_splits(splits: dict, tok, text_column: str, pair_column: str, label_c
             continue
         keep = tables.drop_empty(table.add_column("_row", list(range(len(table)))), where,
                                  texts)
-        arrays = classification.encode(tok, keep, text_column, pair_column, max_length, where)
+        arrays = classification.encode(tok, keep, text_column, pair_column, max_seq_length, where)
         arrays["labels"] = labels[np.asarray(keep["_row"], np.int64)]
         out[split] = arrays
     if "train" not in out:
@@ -151,7 +151,7 @@ def summary(r: dict) -> str:
 # -- predict -----------------------------------------------------------------------------------
 
 def predict_values(config, params, tok, texts: Sequence[str],
-                   pairs: Optional[Sequence[str]] = None, max_length: int = 128,
+                   pairs: Optional[Sequence[str]] = None, max_seq_length: int = 128,
                    batch_size: int = 32) -> np.ndarray:
     """(N,) float32 predicted values of a one-output BertForSequenceClassification."""
     import jax
@@ -160,8 +160,8 @@ def predict_values(config, params, tok, texts: Sequence[str],
     from bert_jax.data import buckets
     inference.require_head(params, TASK.head)
     _require_one_output(config, "model")
-    inference.check_sizes(config, max_length, batch_size, pairs is not None)
-    arrays = tokenizer.encode_batch(tok, texts, pairs, max_length, pad=True)
+    inference.check_sizes(config, max_seq_length, batch_size, pairs is not None)
+    arrays = tokenizer.encode_batch(tok, texts, pairs, max_seq_length, pad=True)
     apply = functools.partial(inference.jitted(_values), config, jax.device_put(params))
     return buckets.run(apply, arrays, batch_size)
 

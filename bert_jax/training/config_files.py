@@ -97,17 +97,31 @@ def apply_overrides(cfg, overrides: typing.Sequence[str]):
     """["steps=10", "dtype=bfloat16"] → cfg.replace(...), each value parsed to the field type."""
     fields = {f.name: f for f in dataclasses.fields(cfg)}
     hints = typing.get_type_hints(type(cfg))
+    renamed = getattr(cfg, "RENAMED", {})
     changes = {}
     for item in overrides:
         name, sep, text = item.partition("=")
         if not sep:
             raise BertJaxError(f"config.{item}: expected config.{item}=VALUE")
+        if name in renamed:  # an old spelling: its new name, not a quiet alias
+            raise BertJaxError(f"config.{name}: renamed; did you mean config.{renamed[name]}?")
         if name not in fields:
             close = difflib.get_close_matches(name, fields, n=3, cutoff=0.5)
             hint = f"; did you mean {', '.join(close)}?" if close else ""
             raise BertJaxError(f"config.{name}: unknown config field{hint}")
         changes[name] = _parse(name, text, hints[name])
     return dataclasses.replace(cfg, **changes)
+
+
+def migrate(fields: dict, renamed: dict) -> dict:
+    """A saved config's fields under today's names: each old name in `renamed` (old → new)
+    read as its new one, so a run saved before a rename resumes (and is compared field by
+    field) as if saved today."""
+    out = {k: v for k, v in fields.items() if k not in renamed}
+    for old, new in renamed.items():
+        if old in fields and new not in out:
+            out[new] = fields[old]
+    return out
 
 
 def _parse(name: str, text: str, kind):

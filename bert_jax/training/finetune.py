@@ -1,6 +1,6 @@
-"""The fine-tuning job: a pretrained encoder + a fresh task head (bert_jax/tasks), trained
-epoch by epoch with the shared skeleton, scored on validation after each epoch; the best epoch
-is kept.
+"""The fine-tuning job, the runner: a pretrained encoder + a fresh task head (bert_jax/tasks;
+the parts built by training/finetune_parts.py), trained epoch by epoch with the shared
+skeleton, scored on validation after each epoch; the best epoch is kept.
 
 WORKDIR gets finetune_config.json and labels.json at start, checkpoints/ (orbax, resumable),
 metrics.jsonl + tensorboard/, epochs.json (validation scores per epoch), model/ (the best
@@ -19,21 +19,19 @@ import logging
 import os
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from bert_jax.checkpoints import atomic, model_dir, paths
 from bert_jax.checkpoints.huggingface import save_hf
-from bert_jax.data import batches, tokenizer
 from bert_jax.data.prepared_set import vocab_hash
 from bert_jax.errors import BertJaxError
-from bert_jax.runtime import multihost, rng, sharding
+from bert_jax.runtime import multihost, sharding
 from bert_jax.runtime.metric_writer import parameter_table
-from bert_jax.tasks import DEFAULT, TASKS
+from bert_jax.tasks import DEFAULT
 from bert_jax.tasks.task import EvalSplit
-from bert_jax.training import (finetune_config, initial_params, loop, model_card, optim, run,
-                               run_record, steps)
-from bert_jax.training.finetune_config import FinetuneConfig, optimizer_settings
+from bert_jax.training import (finetune_config, finetune_parts, loop, model_card, run,
+                               run_record)
+from bert_jax.training.finetune_config import FinetuneConfig
 
 log = logging.getLogger("bert_jax")
 
@@ -47,24 +45,10 @@ def finetune(cfg: FinetuneConfig, workdir: str, on_start=None) -> run.JobResult:
         sharding.check_batch_size(getattr(cfg, name), name=name)
     if main:  # process 0 writes the workdir; the others' (maybe their own disks) stay empty
         os.makedirs(workdir, exist_ok=True)
-    config, init_params = model_dir.load_pretrained(cfg.init)  # read once, used twice
-    vocab_dir = paths.vocab_dir(cfg.init)
-    tok = tokenizer.load(vocab_dir)
-    tokenizer.check_fits(tok, config.vocab_size, tokenizer.vocab_path(vocab_dir))
-    if cfg.max_seq_length > config.max_position_embeddings:
-        raise BertJaxError(f"config.max_seq_length: {cfg.max_seq_length} exceeds the model's "
-                           f"max_position_embeddings ({config.max_position_embeddings})")
-    task = TASKS[cfg.task]
-    task_data = task.load(cfg, tok)
-    if "validation" not in task_data.evals:
-        raise BertJaxError(f"dataset {cfg.dataset}: has no labelled validation split")
-    best_metric = task_data.best_metric(cfg.best_metric)
-    names = task_data.names
-    config = task.configure(config, names)
-    if cfg.dropout is not None:
-        config = config.replace(hidden_dropout_prob=cfg.dropout,
-                                attention_probs_dropout_prob=cfg.dropout)
-    items = launch_items(cfg, config, tok, task_data.train)
+    parts = finetune_parts.build(cfg)
+    task, task_data, config = parts.task, parts.task_data, parts.config
+    best_metric, names = parts.best_metric, task_data.names
+    items = launch_items(cfg, config, parts.tok, task_data.train)
     multihost.check_same_launch(items)
     _check_workdir(workdir, cfg, names, main, run_record.inputs_of(items))
     # logged only now: a refused input or workdir is then the one line on stderr
@@ -72,51 +56,24 @@ def finetune(cfg: FinetuneConfig, workdir: str, on_start=None) -> run.JobResult:
         [f"train {len(task_data.train['input_ids'])}"]
         + [f"{split} {e.size}" for split, e in task_data.evals.items()]))
 
-    train = task_data.train
-    per_epoch = batches.steps_per_epoch(train, cfg.batch_size)
-    total = per_epoch * cfg.epochs
-    settings = optimizer_settings(cfg, total)
-    schedule = optim.learning_rate_schedule(settings.learning_rate, settings.warmup_steps, total)
-    model = task.model(config, jnp.dtype(cfg.dtype), remat=cfg.remat)
-    if cfg.reinit_layers or cfg.reinit_attention:  # the very values init_state draws
-        ids = jnp.zeros((1,) + train["input_ids"].shape[1:], jnp.int32)
-        fresh = jax.device_get(jax.jit(lambda key: model.init(key, ids)["params"]["bert"])(
-            rng.init_key(cfg.seed)))
-        init_params = initial_params.reinit_top(init_params, fresh, cfg.reinit_layers, cfg.init)
-        init_params = initial_params.reinit_query_key(init_params, fresh, cfg.reinit_attention,
-                                                      cfg.init)
     with run.run_context(workdir, cfg.seed, cfg.keep_checkpoints, cfg.checkpoint_every,
                          cfg.checkpoint_dir, on_start) as ctx:
-        state = run.init_state(ctx, model, optim.make_optimizer(settings, schedule),
-                               seq_len=cfg.max_seq_length, seed=cfg.seed,
-                               pretrained=init_params, source=cfg.init,
-                               input_shape=(1,) + train["input_ids"].shape[1:],
-                               start=lambda p: initial_params.with_head_init(
-                                   p, task.head, cfg.head_init, config.initializer_range,
-                                   rng.head_key(cfg.seed)))
-        del init_params
+        state = run.init_state(ctx, parts.model, parts.tx, max_seq_length=cfg.max_seq_length,
+                               seed=cfg.seed, pretrained=parts.take_pretrained(),
+                               source=cfg.init_from, input_shape=parts.input_shape,
+                               start=parts.start)
         state = run.restore_latest(ctx, state)
         log.info("model %s\n%s", json.dumps(config.to_dict(), sort_keys=True),
                  parameter_table(sharding.fetch(state.params)))
-        step_fn = run.jit_train_step(ctx, steps.make_finetune_step(schedule, task.loss),
-                                     cfg.remat, cfg.dtype)
-        logits_fn = run.jit_eval(ctx, steps.task_logits)
+        step_fn, logits_fn = parts.train_step, parts.logits_step
         history = _read_json(os.path.join(workdir, paths.EPOCHS), [])
         pc, pi = jax.process_count(), jax.process_index()
         best_params = None
-        lengths = batches.row_lengths(train) if cfg.trim_padding else None
-
-        def train_batch(s):
-            batch = batches.batch_for_step(train, s, cfg.batch_size, cfg.seed,
-                                           process_index=pi, process_count=pc)
-            if lengths is None:
-                return batch
-            return batches.cut_to(batch, batches.trimmed_length(
-                lengths, s, cfg.batch_size, cfg.seed, cfg.max_seq_length))
+        per_epoch, total = parts.per_epoch, parts.total
 
         for epoch in range(len(history), cfg.epochs):
             state = loop.run_steps(
-                ctx, step_fn, state, train_batch,
+                ctx, step_fn, state, lambda s: parts.train_batch(s, pi, pc),
                 until=(epoch + 1) * per_epoch, total=total, log_every=cfg.log_every,
                 desc=f"finetune epoch {epoch + 1}/{cfg.epochs}", postfix=("loss", "accuracy"),
                 on_nonfinite=cfg.on_nonfinite)
@@ -129,7 +86,7 @@ def finetune(cfg: FinetuneConfig, workdir: str, on_start=None) -> run.JobResult:
                 best_params = sharding.fetch(state.params)
                 if main:
                     model_dir.save_model_dir(os.path.join(workdir, paths.BEST_MODEL), config,
-                                             best_params, paths.vocab_files(cfg.init),
+                                             best_params, paths.vocab_files(cfg.init_from),
                                              overwrite=True, architecture=task.architecture)
                     if predictions is not None:
                         atomic.write_json(os.path.join(workdir, task.predictions_file),
@@ -172,7 +129,7 @@ def _final(ctx, cfg, task, best_metric, config, names, history, best_params, sta
     if ctx.is_main:
         atomic.write_json(os.path.join(ctx.workdir, paths.RESULT), result)
         save_hf(os.path.join(ctx.workdir, paths.EXPORT), config, best_params,
-                paths.vocab_files(cfg.init), overwrite=True, architecture=task.architecture)
+                paths.vocab_files(cfg.init_from), overwrite=True, architecture=task.architecture)
         model_card.write_finetune_card(os.path.join(ctx.workdir, paths.EXPORT), cfg,
                                        ctx.workdir, result, task.architecture,
                                        tuple(dict.fromkeys(task.headline + task.metrics)))

@@ -24,8 +24,8 @@ class FinetuneConfig:
 
     task: str = DEFAULT  # a name in bert_jax.tasks.TASKS (`bert-jax finetune --help` lists them)
     # model
-    init: str = ""  # our model dir, a pretraining workdir, a Hugging Face dir or a Hub id
-    #   org/name[@revision] (required; a local path wins)
+    init_from: str = ""  # our model dir, a pretraining workdir, a Hugging Face dir or a Hub
+    #   id org/name[@revision] (required; a local path wins); the flag --init
     dtype: str = "float32"  # computation dtype: float32 | bfloat16 (params stay float32)
     remat: bool = False  # recompute each layer in the backward pass: less memory, ~1/3 more time
     dropout: Optional[float] = None  # hidden and attention dropout while fine-tuning; None
@@ -95,6 +95,10 @@ class FinetuneConfig:
     keep_checkpoints: int = 2
     checkpoint_dir: str = ""  # "" = WORKDIR/checkpoints; several processes need one they share
 
+    # old field name → new: refused on the command line with the new name, read as the new
+    # one from a saved run's finetune_config.json (training/config_files.migrate)
+    RENAMED: typing.ClassVar[dict] = {"init": "init_from"}
+
     def replace(self, **changes) -> "FinetuneConfig":
         return dataclasses.replace(self, **changes)
 
@@ -108,9 +112,9 @@ RESUMABLE = ("epochs", "log_every", "checkpoint_every", "keep_checkpoints", "che
 
 def validate(cfg: FinetuneConfig) -> FinetuneConfig:
     """Refuse impossible values, naming the field."""
-    if not cfg.init:
-        raise BertJaxError("config.init: a pretrained model to fine-tune is required (give "
-                           "config.init)")
+    if not cfg.init_from:
+        raise BertJaxError("config.init_from: a pretrained model to fine-tune is required "
+                           "(give config.init_from)")
     if not cfg.dataset and not cfg.train_file:
         raise BertJaxError("config.train_file: give config.train_file (and "
                            "config.validation_file) or config.dataset")

@@ -23,7 +23,7 @@ from bert_jax.checkpoints import atomic, model_dir, paths
 from bert_jax.errors import BertJaxError
 from bert_jax.tasks.glue import benchmark, scores, submission, table
 from bert_jax.tasks.glue.benchmark import HUB, GlueTask
-from bert_jax.training import glue_data, model_card
+from bert_jax.training import config_files, glue_data, model_card
 from bert_jax.training.finetune_config import FinetuneConfig
 
 log = logging.getLogger("bert_jax")
@@ -33,7 +33,7 @@ log = logging.getLogger("bert_jax")
 class GlueSettings:
     """One GLUE protocol run; the paper's recipe by default (batch 32, 3 epochs, the grid)."""
 
-    init: str  # the model to fine-tune: our model dir, a pretraining workdir or an HF dir
+    init_from: str  # the model to fine-tune: our model dir, a pretraining workdir or an HF dir
     data_dir: str = ""  # a folder in the GLUE download's layout ("" = the hub)
     hub: str = HUB  # the hub dataset in nyu-mll/glue's layout, when data_dir is ""
     tasks: str = ""  # comma-separated task names ("" = all nine)
@@ -47,7 +47,8 @@ class GlueSettings:
 
 
 # the settings a rerun in the same workdir must share: its finished runs were trained with them
-SHARED = ("init", "epochs", "batch_size", "max_seq_length")
+SHARED = ("init_from", "epochs", "batch_size", "max_seq_length")
+RENAMED = {"init": "init_from"}  # old name → new in a saved glue_settings.json
 
 
 def glue(settings: GlueSettings, workdir: str, say: Callable[[str], None] = print) -> dict:
@@ -84,8 +85,8 @@ def glue(settings: GlueSettings, workdir: str, say: Callable[[str], None] = prin
 
 
 def _check_settings(s: GlueSettings) -> None:
-    if not s.init:
-        raise BertJaxError("init: a pretrained model to fine-tune is required")
+    if not s.init_from:
+        raise BertJaxError("init_from: a pretrained model to fine-tune is required")
     if not s.learning_rates or any(not lr > 0 for lr in s.learning_rates):
         raise BertJaxError(f"learning_rates: expected positive rates, got {list(s.learning_rates)}")
     if not s.seeds or any(seed < 0 for seed in s.seeds):
@@ -101,7 +102,7 @@ def _check_workdir(s: GlueSettings, workdir: str) -> None:
     mine = {k: getattr(s, k) for k in SHARED}
     if os.path.isfile(path):
         with open(path, encoding="utf-8") as f:
-            saved = json.load(f)
+            saved = config_files.migrate(json.load(f), RENAMED)  # saved before a rename
         changed = [k for k in SHARED if saved.get(k) != mine[k]]
         if changed:
             raise BertJaxError(f"{workdir}: holds GLUE runs with " + ", ".join(
@@ -121,7 +122,8 @@ def finetune_config(s: GlueSettings, task: GlueTask, lr: float, seed: int, data:
     that the job scores (MRPC and QQP: accuracy)."""
     best = {"mcc": "mcc", "pearson": "pearson"}.get(task.metrics[0], "accuracy")
     return FinetuneConfig(
-        task="regression" if task.regression else "sequence-classification", init=s.init,
+        task="regression" if task.regression else "sequence-classification",
+        init_from=s.init_from,
         train_file=data["train"], validation_file=data["validation"],
         text_column="sentence1", text_pair_column="sentence2" if task.pair else "",
         label_column="label", max_seq_length=s.max_seq_length, epochs=s.epochs,

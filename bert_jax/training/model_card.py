@@ -62,12 +62,12 @@ def write_finetune_card(export: str, cfg, workdir: str, result: dict, architectu
               f"{result.get('best_metric', cfg.best_metric)})" if "best_epoch" in result else "")
     rows = metric_writer.read_metrics(workdir)
     steps = max((r["step"] for r in rows), default=0)
-    trained = (f"Fine-tuned by bert_jax (`bert-jax finetune`) from `{cfg.init}` for the "
+    trained = (f"Fine-tuned by bert_jax (`bert-jax finetune`) from `{cfg.init_from}` for the "
                f"{cfg.task} task on `{data}`{f' ({configuration})' if configuration else ''}"
                f"{epochs}: {steps:,} steps, {_minutes(rows)}.")
     return _write(export, os.path.basename(os.path.abspath(workdir)), pipeline,
-                  [d for d in [_hub_dataset(hub)] if d], _hub_model(cfg.init), results, trained,
-                  _fields(cfg, FINETUNE_FIELDS), architecture, [cfg.task])
+                  [d for d in [_hub_dataset(hub)] if d], _hub_model(cfg.init_from), results,
+                  trained, _fields(cfg, FINETUNE_FIELDS), architecture, [cfg.task])
 
 
 def _minutes(rows: list) -> str:

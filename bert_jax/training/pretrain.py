@@ -1,5 +1,6 @@
-"""The pretraining job (MLM + NSP, or packed MLM): inputs checked, data prepared (or read
-prepared), then the shared skeleton.
+"""The pretraining job (MLM + NSP, or packed MLM), the runner: inputs checked, the workdir
+set up, then the parts (training/pretrain_parts.py: model, optimiser, steps, data) run in the
+shared skeleton (loop, evaluations, checkpoints, logs, export).
 
 WORKDIR gets: train_config.json and config.json (the model) at start, vocab/ (trained or copied
 here), checkpoints/ (orbax), metrics.jsonl + tensorboard/, and export/ (a Hugging Face
@@ -16,19 +17,17 @@ import logging
 import os
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from bert_jax.checkpoints import atomic, model_dir, paths
 from bert_jax.checkpoints.huggingface import save_hf
-from bert_jax.data import masking, prepared_set, tokenizer
+from bert_jax.data import prepared_set, tokenizer
 from bert_jax.errors import BertJaxError
-from bert_jax.models import BertConfig, BertForPreTraining
+from bert_jax.models import BertConfig
 from bert_jax.runtime import multihost, rng, sharding
 from bert_jax.runtime.metric_writer import parameter_table
-from bert_jax.training import (initial_params, loop, losses, model_card, optim,
-                               pretrain_config, pretrain_corpus, probe, run, run_record, steps,
-                               time_budget)
+from bert_jax.training import (loop, losses, model_card, pretrain_config, pretrain_corpus,
+                               pretrain_parts, probe, run, run_record, time_budget)
 
 log = logging.getLogger("bert_jax")
 
@@ -46,22 +45,17 @@ def pretrain(cfg: pretrain_config.PretrainConfig, workdir: str, on_start=None) -
     if main:  # process 0 writes the workdir; the others' (maybe their own disks) stay empty
         os.makedirs(workdir, exist_ok=True)
     tok = _tokenizer(cfg, workdir, main)
-    config = model_config(cfg, tok.get_vocab_size(with_added_tokens=True))
-    data, heldout = examples(cfg, tok)
-    items = launch_items(cfg, config, tok, data)
+    parts = pretrain_parts.build(cfg, tok)
+    items = launch_items(cfg, parts.config, tok, parts.data)
     multihost.check_same_launch(items)
-    _check_workdir(workdir, cfg, config, main, run_record.inputs_of(items))
+    _check_workdir(workdir, cfg, parts.config, main, run_record.inputs_of(items))
 
-    model = BertForPreTraining(config, jnp.dtype(cfg.dtype), remat=cfg.remat)
-    schedule = learning_rate_schedule(cfg)
-    spec = masking_spec(cfg, tok)
-    lookup = jnp.asarray(tokenizer.continuation_lookup(tok)) if cfg.whole_word_masking else None
+    config, heldout = parts.config, parts.heldout
     with run.run_context(workdir, cfg.seed, cfg.keep_checkpoints, cfg.checkpoint_every,
                          cfg.checkpoint_dir, on_start) as ctx:
-        state = run.init_state(ctx, model, optim.make_optimizer(cfg, schedule),
-                               seq_len=cfg.max_seq_length, seed=cfg.seed,
-                               pretrained=pretrained, source=cfg.init_from,
-                               start=lambda p: initial_params.starting_params(p, config, cfg))
+        state = run.init_state(ctx, parts.model, parts.tx, max_seq_length=cfg.max_seq_length,
+                               seed=cfg.seed, pretrained=pretrained, source=cfg.init_from,
+                               start=parts.start)
         del pretrained
         state = run.restore_latest(ctx, state)
         log.info("run %s\nmodel %s\n%s", json.dumps(dataclasses.asdict(cfg), sort_keys=True),
@@ -72,27 +66,20 @@ def pretrain(cfg: pretrain_config.PretrainConfig, workdir: str, on_start=None) -
         if cfg.time_budget_minutes:
             clock = time_budget.Clock(cfg.time_budget_minutes, workdir, main, cfg.decay_share)
             clock.resume(int(sharding.fetch(state.step)))
-        jitted = run.jit_train_step(
-            ctx, steps.make_pretrain_step(spec, schedule, cfg.grad_accum_steps, lookup,
-                                          cfg.objective), cfg.remat, cfg.dtype,
-            rate_scale=clock is not None)
-        step_fn = jitted if clock is None else (
-            lambda st, batch, key: jitted(
+        step_fn = parts.train_step if clock is None else (
+            lambda st, batch, key: parts.train_step(
                 st, batch, key, sharding.replicated_scalar(clock.rate_scale(), ctx.mesh)))
-        eval_fn = run.jit_eval(ctx, steps.make_pretrain_eval_step(
-            heldout_masking_spec(cfg, tok), lookup, cfg.objective), takes_key=True)
         count = run.num_eval_batches(len(heldout["input_ids"]), cfg.batch_size,
                                      cfg.eval_batches)
         prober = probe.prober(cfg, config, tok, ctx.writer, main)
-        evaluate = functools.partial(_evaluate, ctx, eval_fn, heldout, cfg.batch_size,
+        evaluate = functools.partial(_evaluate, ctx, parts.eval_step, heldout, cfg.batch_size,
                                      rng.eval_keys(ctx.key, count), prober)
         if prober is not None and int(sharding.fetch(state.step)) == 0:
             prober(0, state)  # the initial weights' score: what the run has to beat
         pc, pi = jax.process_count(), jax.process_index()
-        phase = phase_of(cfg, clock)
+        phase = pretrain_parts.phase_of(cfg, clock)
         state = loop.run_steps(
-            ctx, step_fn, state,
-            lambda s: data[phase(s)].train_batch(s, cfg.batch_size, pi, pc),
+            ctx, step_fn, state, lambda s: parts.train_batch(s, phase(s), pi, pc),
             until=cfg.steps, total=cfg.steps, log_every=cfg.log_every, desc="pretrain",
             summarize=losses.total_loss, postfix=("loss", "mlm_accuracy"),
             on_nonfinite=cfg.on_nonfinite,
@@ -112,43 +99,6 @@ def pretrain(cfg: pretrain_config.PretrainConfig, workdir: str, on_start=None) -
                                            step)
     return run.JobResult(workdir, step, final, workdir, os.path.join(workdir, paths.EXPORT),
                          ctx.checkpointer.directory)
-
-
-def learning_rate_schedule(cfg: pretrain_config.PretrainConfig):
-    """Warm-up then linear decay to 0 at cfg.steps; with a time budget, warm-up then the peak,
-    which the clock's rate_scale takes to 0 when the budget ends."""
-    if cfg.time_budget_minutes:
-        return optim.warmup_then_constant(cfg.learning_rate, cfg.warmup_steps)
-    return optim.learning_rate_schedule(cfg.learning_rate, cfg.warmup_steps, cfg.steps,
-                                        cfg.decay_share)
-
-
-def masking_spec(cfg: pretrain_config.PretrainConfig, tok) -> masking.MaskingSpec:
-    """Training masks: cfg.masked_lm_prob, P from cfg.predictions_per_seq at max_seq_length
-    (the longer phase's, so one spec serves both phases)."""
-    return masking.MaskingSpec.from_tokenizer(tok, cfg.predictions_per_seq(),
-                                              cfg.masked_lm_prob, cfg.whole_word_masking)
-
-
-def heldout_masking_spec(cfg: pretrain_config.PretrainConfig, tok) -> masking.MaskingSpec:
-    """Held-out masks at 15% whatever the training rate, so runs masked at other rates are
-    scored on the same task."""
-    prob = pretrain_config.HELDOUT_MASKED_LM_PROB
-    return masking.MaskingSpec.from_tokenizer(tok, cfg.predictions_per_seq(0, prob), prob,
-                                              cfg.whole_word_masking)
-
-
-def phase_of(cfg: pretrain_config.PretrainConfig, clock=None):
-    """step → the sequence length its batch has: phase1_seq_length for the first
-    phase1_share of the steps (or of the time budget, read from the clock at the step's
-    tick), max_seq_length after; max_seq_length throughout with one phase."""
-    if not cfg.phase1_seq_length:
-        return lambda step: cfg.max_seq_length
-    if clock is not None:
-        return lambda step: (cfg.phase1_seq_length if clock.share() < cfg.phase1_share
-                             else cfg.max_seq_length)
-    first = round(cfg.phase1_share * cfg.steps)
-    return lambda step: cfg.phase1_seq_length if step < first else cfg.max_seq_length
 
 
 def _budget_spent(clock, step: int) -> bool:
@@ -175,39 +125,15 @@ def check_inputs(cfg: pretrain_config.PretrainConfig, workdir: str):
     source = cfg.vocab or (own if os.path.isfile(own) else "") or pretrain_corpus.vocab_of_set(cfg)
     if source:
         vocab_size = tokenizer.load(source).get_vocab_size(with_added_tokens=True)
-    elif _model_is_file(cfg):  # the vocabulary is trained later; its size is the config's
+    elif pretrain_parts.model_is_file(cfg):  # the vocabulary is trained later: the config's
         vocab_size = BertConfig.from_json_file(cfg.model).vocab_size
     else:
         vocab_size = cfg.vocab_size
-    _check_workdir(workdir, cfg, model_config(cfg, vocab_size), main=False)  # writes nothing
+    _check_workdir(workdir, cfg, pretrain_parts.model_config(cfg, vocab_size),
+                   main=False)  # writes nothing
     if cfg.init_from and paths.latest_checkpoint_step(workdir, cfg.checkpoint_dir) is None:
         return model_dir.load_pretrained(cfg.init_from)[1]
     return None
-
-
-def model_config(cfg: pretrain_config.PretrainConfig, vocab_size: int) -> BertConfig:
-    """The BertConfig of a run: a preset or a config.json, checked against the vocabulary."""
-    if _model_is_file(cfg):
-        config = BertConfig.from_json_file(cfg.model)
-        if config.vocab_size != vocab_size:
-            raise BertJaxError(f"{cfg.model}: vocab_size {config.vocab_size} does not match the "
-                               f"vocabulary ({vocab_size} tokens)")
-    else:
-        config = BertConfig.preset(cfg.model, vocab_size=vocab_size)
-    if cfg.dropout is not None:
-        config = config.replace(hidden_dropout_prob=cfg.dropout,
-                                attention_probs_dropout_prob=cfg.dropout)
-    if cfg.initializer_range is not None:
-        config = config.replace(initializer_range=cfg.initializer_range)
-    if cfg.max_seq_length > config.max_position_embeddings:
-        raise BertJaxError(f"config.max_seq_length: {cfg.max_seq_length} exceeds the model's "
-                           f"max_position_embeddings ({config.max_position_embeddings})")
-    return config
-
-
-def _model_is_file(cfg: pretrain_config.PretrainConfig) -> bool:
-    """config.model names a config.json rather than a preset."""
-    return cfg.model.endswith(".json") or os.path.sep in cfg.model
 
 
 def _own_vocab(workdir: str) -> str:
@@ -273,34 +199,6 @@ def launch_items(cfg, config: BertConfig, tok, data: dict) -> dict[str, str]:
             f"{m['documents']:,} documents, {m['tokens']:,} tokens "
             f"({multihost.digest(content)})")
     return multihost.launch_items(cfg, config, prepared_set.vocab_hash(tok), sets)
-
-
-def examples(cfg, tok):
-    """The run's data, by sequence length (one per phase; prepared now, or read prepared),
-    and its held-out rows at max_seq_length: whole documents (or a document's tail) that
-    training never sees, fixed for the run."""
-    lengths = sorted({cfg.max_seq_length, cfg.phase1_seq_length or cfg.max_seq_length})
-    data = {n: pretrain_corpus.open_data(cfg.replace(max_seq_length=n), tok) for n in lengths}
-    for n in lengths:
-        rows = data[n].epoch_rows(0)
-        if rows < cfg.batch_size:
-            raise BertJaxError(f"config.train_files: {rows} training examples of {n} tokens are "
-                               f"fewer than one batch ({cfg.batch_size}); add text or lower "
-                               f"batch_size")
-    heldout = data[cfg.max_seq_length].heldout(cfg.eval_batches * cfg.batch_size)
-    rows = data[cfg.max_seq_length].epoch_rows(0)
-    log.info("%d training examples in epoch 0 (%s, redrawn every epoch) and %d held-out "
-             "examples of %d tokens", rows, cfg.objective, len(heldout["input_ids"]),
-             cfg.max_seq_length)
-    log.info("uneven data: each epoch's last examples that do not fill a batch of %d are "
-             "dropped (%d of epoch 0), and the last held-out batch is padded, its padding "
-             "weighted 0; each of the %d process(es) reads its %d rows of every global batch, "
-             "so all take the same steps", cfg.batch_size, rows % cfg.batch_size,
-             jax.process_count(), cfg.batch_size // jax.process_count())
-    if not len(heldout["input_ids"]) and cfg.eval_fraction > 0:
-        log.warning("config.eval_fraction %g holds out no examples: nothing is evaluated",
-                    cfg.eval_fraction)
-    return data, heldout
 
 
 def _evaluate(ctx, eval_fn, heldout, batch_size, keys, prober, state) -> dict[str, float]:

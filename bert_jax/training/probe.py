@@ -32,7 +32,7 @@ BATCH = 64
 class ProbeData:
     name: str  # logged as probe/<name>
     texts: list  # (N,) the rows' texts
-    max_length: int  # tokens a text is cut to
+    max_seq_length: int  # tokens a text is cut to
     labels: np.ndarray  # (N,) class ids
     num_classes: int
 
@@ -46,7 +46,7 @@ def probe_name(path: str) -> str:
     return stem
 
 
-def load_probe(path: str, tok, max_length: int, text_column: str, label_column: str,
+def load_probe(path: str, tok, max_seq_length: int, text_column: str, label_column: str,
                examples: int) -> ProbeData:
     """The first `examples` labelled rows of a csv / tsv / json / jsonl / parquet file."""
     from bert_jax.tasks import tables
@@ -60,7 +60,8 @@ def load_probe(path: str, tok, max_length: int, text_column: str, label_column: 
         raise BertJaxError(f"config.probe_file {path}: expected at least 4 rows and 2 labels "
                            f"in column {label_column!r}, got {len(table)} rows, "
                            f"{len(names)} label(s)")
-    return ProbeData(probe_name(path), tables.texts_of(table, text_column, path), max_length,
+    return ProbeData(probe_name(path), tables.texts_of(table, text_column, path),
+                     max_seq_length,
                      np.asarray(label_ids(table, label_column, names, path)), len(names))
 
 
@@ -68,7 +69,8 @@ def features(config, params, tok, data: ProbeData) -> np.ndarray:
     """(N, H) float64 mean-pooled last-layer states: `bert-jax embed --pooling mean`'s."""
     from bert_jax import inference
     return inference.embed(config, {"bert": params}, tok, data.texts, pooling="mean",
-                           max_length=data.max_length, batch_size=BATCH).astype(np.float64)
+                           max_seq_length=data.max_seq_length,
+                           batch_size=BATCH).astype(np.float64)
 
 
 def fit_logistic(x: np.ndarray, y: np.ndarray, num_classes: int, c: float = 1.0

@@ -85,7 +85,7 @@ def run_context(workdir: str, seed: int, keep_checkpoints: int, checkpoint_every
             writer.close()
 
 
-def init_state(ctx: RunContext, model, tx, *, seq_len: int, seed: int,
+def init_state(ctx: RunContext, model, tx, *, max_seq_length: int, seed: int,
                pretrained: Optional[dict] = None, source: str = "",
                input_shape: Optional[tuple] = None,
                start: Optional[Callable[[dict], dict]] = None) -> steps.TrainState:
@@ -93,11 +93,11 @@ def init_state(ctx: RunContext, model, tx, *, seq_len: int, seed: int,
     replicated sharding; every group `pretrained` (read from `source`) has replaces its fresh
     init (a pretrained encoder under a fresh head); then the optimiser state.
 
-    The model is initialised on input_ids of `input_shape` (default (1, seq_len); multiple
+    The model is initialised on input_ids of `input_shape` (default (1, max_seq_length); multiple
     choice takes (1, C, L)). `start(params)` (pure) changes a fresh init where it begins
     (pretraining's position and attention init); pretrained groups replace its result."""
     replicated = sharding.replicated(ctx.mesh)
-    ids = jnp.zeros(input_shape or (1, seq_len), jnp.int32)
+    ids = jnp.zeros(input_shape or (1, max_seq_length), jnp.int32)
     start = start or (lambda p: p)
     params = jax.jit(lambda key: start(model.init(key, ids)["params"]),
                      out_shardings=replicated)(rng.init_key(seed))
@@ -117,20 +117,20 @@ def restore_latest(ctx: RunContext, state):
     return ctx.checkpointer.restore(latest, state)
 
 
-def jit_train_step(ctx: RunContext, step_fn: Callable, remat: bool, dtype: str,
+def jit_train_step(mesh: Mesh, step_fn: Callable, remat: bool, dtype: str,
                    rate_scale: bool = False):
     """step_fn(state, batch, key[, rate_scale]) jitted: state, key (and the scalar rate_scale
     when it takes one) replicated, batch split over the mesh, the old state's buffers donated
     to the new one."""
-    r, d = sharding.replicated(ctx.mesh), sharding.data_sharded(ctx.mesh)
+    r, d = sharding.replicated(mesh), sharding.data_sharded(mesh)
     shardings = (r, d, r, r) if rate_scale else (r, d, r)
     return jax.jit(step_fn, in_shardings=shardings, out_shardings=(r, r), donate_argnums=(0,),
                    compiler_options=xla_options.train_step(remat, dtype))
 
 
-def jit_eval(ctx: RunContext, fn: Callable, takes_key: bool = False):
+def jit_eval(mesh: Mesh, fn: Callable, takes_key: bool = False):
     """fn(state, batch[, key]) jitted for evaluation: a forward pass, its result replicated."""
-    r, d = sharding.replicated(ctx.mesh), sharding.data_sharded(ctx.mesh)
+    r, d = sharding.replicated(mesh), sharding.data_sharded(mesh)
     return jax.jit(fn, in_shardings=(r, d, r) if takes_key else (r, d), out_shardings=r,
                    compiler_options=xla_options.forward())
 

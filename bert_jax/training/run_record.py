@@ -22,6 +22,7 @@ from bert_jax.checkpoints import atomic
 from bert_jax.resources import portable
 from bert_jax.checkpoints.paths import complete_steps
 from bert_jax.errors import BertJaxError
+from bert_jax.training.config_files import migrate
 
 log = logging.getLogger("bert_jax")
 INPUTS, RESUMES = "inputs", "resumes"  # the saved config's keys beside the config's fields
@@ -53,6 +54,7 @@ def check_resume(workdir: str, path: str, cfg, inputs: Optional[dict], resumable
     saved = read(path) if os.path.isdir(checkpoints) else None
     if saved is None:
         return {**fields, INPUTS: inputs, RESUMES: []}
+    saved = migrate(saved, getattr(cfg, "RENAMED", {}))  # fields renamed since it was saved
     before = {**{k: v for k, v in saved.items() if k not in (INPUTS, RESUMES)},
               **saved.get(INPUTS, {})}
     now = {**fields, **inputs}

@@ -26,7 +26,7 @@ def markdown(tasks: list[GlueTask], results: dict) -> str:
     settings = results["settings"]
     best = [results["tasks"][t.name]["best"] for t in tasks]
     head = [HEADINGS.get(t.name, t.name) for t in tasks]
-    lines = [f"# GLUE dev results: {settings['init']}", "",
+    lines = [f"# GLUE dev results: {settings['init_from']}", "",
              "| | " + " | ".join(head) + " | Average |",
              "|---|" + "---|" * (len(tasks) + 1),
              "| dev | " + " | ".join(cell(t, b["scores"])

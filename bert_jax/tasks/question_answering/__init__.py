@@ -87,7 +87,7 @@ def summary(r: dict) -> str:
 # -- predict -----------------------------------------------------------------------------------
 
 def answer_questions(config, params, tok, questions: Sequence[str], contexts: Sequence[str],
-                     ids: Optional[Sequence[str]] = None, max_length: int = 384,
+                     ids: Optional[Sequence[str]] = None, max_seq_length: int = 384,
                      doc_stride: int = 128, batch_size: int = 32, max_answer_length: int = 30,
                      n_best: int = 20, version_2: bool = False,
                      null_threshold: float = 0.0) -> list[dict]:
@@ -100,11 +100,11 @@ def answer_questions(config, params, tok, questions: Sequence[str], contexts: Se
 
     from bert_jax import inference
     inference.require_head(params, TASK.head)
-    inference.check_sizes(config, max_length, batch_size, pairs=True)
+    inference.check_sizes(config, max_seq_length, batch_size, pairs=True)
     ids = [str(i) for i in range(len(questions))] if ids is None else [str(i) for i in ids]
     examples = [data.QAExample(i, q, c, (), ()) for i, q, c in zip(ids, questions, contexts)]
     data.check_examples(examples, "input", training=False)
-    windows = qa_windows.Windows(tok, examples, max_length, doc_stride, where="input")
+    windows = qa_windows.Windows(tok, examples, max_seq_length, doc_stride, where="input")
     apply = functools.partial(inference.jitted(_span_logits), config, jax.device_put(params))
     spans = best_spans(lambda inputs: inference.run_batched(apply, inputs, batch_size),
                        windows, n_best, max_answer_length)

@@ -20,11 +20,11 @@ from bert_jax.tasks.question_answering.data import QAExample
 _ENCODE_WINDOWS = 1000
 
 
-def features(tok, examples: Sequence[QAExample], max_length: int, doc_stride: int,
+def features(tok, examples: Sequence[QAExample], max_seq_length: int, doc_stride: int,
              training: bool, where: str = "features") -> dict[str, np.ndarray]:
     """Examples → windows, exactly as transformers' BertTokenizerFast(question, context,
-    truncation="only_second", max_length, stride=doc_stride, return_overflowing_tokens=True,
-    return_offsets_mapping=True, padding="max_length") cuts them.
+    truncation="only_second", max_length=max_seq_length, stride=doc_stride,
+    return_overflowing_tokens=True, return_offsets_mapping=True, padding="max_length") cuts them.
 
     Returns N windows (N ≥ len(examples)): input_ids, token_type_ids, attention_mask (N, L)
     int32; example_index (N,) int32; offsets (N, L, 2) int32, character (start, end) into the
@@ -33,7 +33,7 @@ def features(tok, examples: Sequence[QAExample], max_length: int, doc_stride: in
     ([CLS]) when the answer is not wholly inside the window or there is none (run_qa's rule).
     `where` (the file or split) names the examples in a refusal.
     """
-    parts = list(Windows(tok, examples, max_length, doc_stride, where))
+    parts = list(Windows(tok, examples, max_seq_length, doc_stride, where))
     out = {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
     if training:
         out["start_positions"], out["end_positions"] = _positions(out, examples)
@@ -49,21 +49,22 @@ class Windows:
     never cut. Lengths are checked, and windows counted, when it is made; it can be iterated
     again (each pass encodes anew)."""
 
-    def __init__(self, tok, examples: Sequence[QAExample], max_length: int, doc_stride: int,
+    def __init__(self, tok, examples: Sequence[QAExample], max_seq_length: int, doc_stride: int,
                  where: str = "features"):
-        if not isinstance(max_length, int) or isinstance(max_length, bool) or max_length < 4:
-            raise BertJaxError(f"max_length: expected an integer ≥ 4, got {max_length!r}")
+        if (not isinstance(max_seq_length, int) or isinstance(max_seq_length, bool)
+                or max_seq_length < 4):
+            raise BertJaxError(f"max_seq_length: expected an integer ≥ 4, got {max_seq_length!r}")
         if not isinstance(doc_stride, int) or isinstance(doc_stride, bool) or doc_stride < 0:
             raise BertJaxError(f"doc_stride: expected an integer ≥ 0, got {doc_stride!r}")
         if not examples:
             raise BertJaxError("features: no examples")
         self.tok, self.examples = tok, examples
-        self.max_length, self.doc_stride = max_length, doc_stride
+        self.max_seq_length, self.doc_stride = max_seq_length, doc_stride
         old_truncation, old_padding = tok.truncation, tok.padding
         try:  # set per call and restored: the Tokenizer object is shared, its settings global
             tok.no_truncation()
             tok.no_padding()
-            self.counts = _check_lengths(tok, examples, max_length, doc_stride,
+            self.counts = _check_lengths(tok, examples, max_seq_length, doc_stride,
                                          tok.num_special_tokens_to_add(True), where)
         finally:
             _restore(tok, old_truncation, old_padding)
@@ -80,33 +81,34 @@ class Windows:
         tok = self.tok
         old_truncation, old_padding = tok.truncation, tok.padding
         try:
-            tok.enable_truncation(self.max_length, stride=self.doc_stride,
+            tok.enable_truncation(self.max_seq_length, stride=self.doc_stride,
                                   strategy="only_second", direction="right")
             tok.enable_padding(direction="right", pad_id=tok.token_to_id("[PAD]"),
-                               pad_type_id=0, pad_token="[PAD]", length=self.max_length)
+                               pad_type_id=0, pad_token="[PAD]", length=self.max_seq_length)
             encodings = tok.encode_batch([(ex.question, ex.context)
                                           for ex in self.examples[lo:hi]])
         finally:
             _restore(tok, old_truncation, old_padding)
         # transformers' order: each example's first window, then its overflows
         return _arrays([(lo + i, w) for i, enc in enumerate(encodings)
-                        for w in [enc] + enc.overflowing], self.max_length)
+                        for w in [enc] + enc.overflowing], self.max_seq_length)
 
 
-def _arrays(windows: list, max_length: int) -> dict[str, np.ndarray]:
+def _arrays(windows: list, max_seq_length: int) -> dict[str, np.ndarray]:
     """(example index, Encoding) pairs → numpy columns, so that Encoding objects (tens of KB
     each, token strings included) live only for one chunk."""
     n = len(windows)
 
     def column(name: str) -> np.ndarray:  # (n, L) int32 from one Encoding attribute
-        return np.asarray([getattr(e, name) for _, e in windows], np.int32).reshape(n, max_length)
+        return np.asarray([getattr(e, name) for _, e in windows], np.int32).reshape(
+            n, max_seq_length)
 
     out = {"input_ids": column("ids"), "token_type_ids": column("type_ids"),
            "attention_mask": column("attention_mask"),
            "example_index": np.asarray([i for i, _ in windows], np.int32)}
     # context tokens: segment 1 and not a template special ([SEP]) or padding
     is_context = (out["token_type_ids"] == 1) & (column("special_tokens_mask") == 0)
-    offsets = np.asarray([e.offsets for _, e in windows], np.int32).reshape(n, max_length, 2)
+    offsets = np.asarray([e.offsets for _, e in windows], np.int32).reshape(n, max_seq_length, 2)
     out["offsets"] = np.where(is_context[..., None], offsets, -1).astype(np.int32)
     return out
 
@@ -123,7 +125,7 @@ def _chunks(windows: list[int], size: int):
         yield lo, len(windows)
 
 
-def _check_lengths(tok, examples, max_length: int, doc_stride: int, special: int,
+def _check_lengths(tok, examples, max_seq_length: int, doc_stride: int, special: int,
                    where: str) -> list[int]:
     """Refuse before the Rust tokenizer does: on a stride ≥ the context room it panics (a
     PanicException, which `except Exception` misses), on a question with no room it errors
@@ -137,13 +139,13 @@ def _check_lengths(tok, examples, max_length: int, doc_stride: int, special: int
         contexts[c] = len(enc.ids)
     windows = []
     for ex, q in zip(examples, questions):
-        room = max_length - len(q.ids) - special  # context tokens per window
+        room = max_seq_length - len(q.ids) - special  # context tokens per window
         if room < 1:
             raise BertJaxError(f"{where}: question {ex.id!r} has {len(q.ids)} tokens; "
-                               f"max_length {max_length} leaves no room for the context")
+                               f"max_seq_length {max_seq_length} leaves no room for the context")
         if contexts[ex.context] > room and doc_stride >= room:
             raise BertJaxError(f"doc_stride: {doc_stride} must be less than the {room} context "
-                               f"tokens a window of max_length {max_length} leaves beside "
+                               f"tokens a window of max_seq_length {max_seq_length} leaves beside "
                                f"question {ex.id!r} of {where} ({len(q.ids)} tokens), or "
                                f"windows cannot advance")
         beyond = contexts[ex.context] - room  # tokens past the first window, a stride apart

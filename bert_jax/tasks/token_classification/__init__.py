@@ -84,17 +84,17 @@ def summary(r: dict) -> str:
 
 # -- predict -----------------------------------------------------------------------------------
 
-def tag_words(config, params, tok, sentences: Sequence[Sequence[str]], max_length: int = 128,
+def tag_words(config, params, tok, sentences: Sequence[Sequence[str]], max_seq_length: int = 128,
               batch_size: int = 32) -> list[list[str]]:
     """One tag per word of each sentence (words as given: CoNLL tokens), read at each word's
-    first piece; a sentence longer than max_length is tagged window by window, never cut."""
+    first piece; a sentence longer than max_seq_length is tagged window by window, never cut."""
     import jax
 
     from bert_jax import inference
     from bert_jax.data import buckets
     inference.require_architecture(config, params, TASK.architecture)
-    inference.check_sizes(config, max_length, batch_size)
-    feats = data.encode(tok, sentences, max_length)
+    inference.check_sizes(config, max_seq_length, batch_size)
+    feats = data.encode(tok, sentences, max_seq_length)
     apply = functools.partial(inference.jitted(_token_logits), config, jax.device_put(params))
     logits = buckets.run(apply, inputs_of(feats), batch_size, per_position=True)
     ids = data.word_predictions(logits, feats, len(sentences), [len(s) for s in sentences])

@@ -226,26 +226,27 @@ def word_pieces(tok, sentences: Sequence[Sequence[str]]) -> list[list[list[int]]
     return out
 
 
-def encode(tok, sentences: Sequence[Sequence[str]], max_length: int,
+def encode(tok, sentences: Sequence[Sequence[str]], max_seq_length: int,
            tags: Optional[Sequence[Sequence[str]]] = None, names: Optional[Sequence[str]] = None,
            where: str = "") -> dict[str, np.ndarray]:
-    """Sentences of words → windows of [CLS] pieces [SEP], padded to max_length.
+    """Sentences of words → windows of [CLS] pieces [SEP], padded to max_seq_length.
 
     A word's label sits on its first piece; other pieces, [CLS], [SEP] and padding get -100.
-    A sentence whose pieces exceed max_length - 2 fills several windows, split between words
+    A sentence whose pieces exceed max_seq_length - 2 fills several windows, split between words
     (no overlap): each word is in exactly one window. A single word longer than
-    max_length - 2 pieces keeps only its first max_length - 2 (its label is on the first).
+    max_seq_length - 2 pieces keeps only its first max_seq_length - 2 (its label is on the first).
     Empty sentences get no window. names: the label map (default: tag_names(tags)).
 
-    Returns, with N windows and L = max_length, all int32:
+    Returns, with N windows and L = max_seq_length, all int32:
       input_ids, token_type_ids (zeros), attention_mask: (N, L)
       labels: (N, L) tag ids at first pieces, -100 elsewhere (only when `tags` is given)
       word_index: (N, L) the word's index in its sentence at first pieces, -1 elsewhere
       sentence_index: (N,) the sentence each window belongs to
     """
-    if not isinstance(max_length, int) or isinstance(max_length, bool) or max_length < 3:
-        raise BertJaxError(f"max_length: expected an integer ≥ 3 ([CLS] word [SEP]), got "
-                           f"{max_length!r}")
+    if (not isinstance(max_seq_length, int) or isinstance(max_seq_length, bool)
+            or max_seq_length < 3):
+        raise BertJaxError(f"max_seq_length: expected an integer ≥ 3 ([CLS] word [SEP]), got "
+                           f"{max_seq_length!r}")
     label_of = None
     if tags is not None:
         if len(tags) != len(sentences):
@@ -260,7 +261,7 @@ def encode(tok, sentences: Sequence[Sequence[str]], max_length: int,
                 if tag not in label_of:
                     raise BertJaxError(f"{where}: row {row}: tag {tag!r} is not one of the "
                                        f"training tags ({', '.join(names)})")
-    budget = max_length - 2
+    budget = max_seq_length - 2
     windows = []  # (sentence, first word, [pieces of each word in it])
     for s, pieces in enumerate(word_pieces(tok, sentences)):
         start, current, size = 0, [], 0
@@ -275,10 +276,10 @@ def encode(tok, sentences: Sequence[Sequence[str]], max_length: int,
             windows.append((s, start, current))
 
     n = len(windows)
-    input_ids = np.full((n, max_length), tok.token_to_id("[PAD]"), np.int32)
-    attention_mask = np.zeros((n, max_length), np.int32)
-    word_index = np.full((n, max_length), -1, np.int32)
-    labels = np.full((n, max_length), IGNORE, np.int32)
+    input_ids = np.full((n, max_seq_length), tok.token_to_id("[PAD]"), np.int32)
+    attention_mask = np.zeros((n, max_seq_length), np.int32)
+    word_index = np.full((n, max_seq_length), -1, np.int32)
+    labels = np.full((n, max_seq_length), IGNORE, np.int32)
     sentence_index = np.zeros((n,), np.int32)
     cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     for i, (s, start, words) in enumerate(windows):
