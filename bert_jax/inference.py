@@ -143,7 +143,7 @@ def _mask_positions(tok, texts: Sequence[str], limit: int, where: Optional[str])
     """The [MASK] positions of each text once encoded to `limit` tokens; refuses a text without
     one, or with one that truncation would cut off, naming its row."""
     mask = tok.token_to_id("[MASK]")
-    full = tokenizer.encode_batch(tok, texts, None, max_length=None)["input_ids"]
+    full = tokenizer.encode_batch(tok, texts, None, max_seq_length=None)["input_ids"]
     out = []
     for row, (text, ids) in enumerate(zip(texts, full)):
         name = "text" if where is None else f"{where}: row {row + 1}"

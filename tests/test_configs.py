@@ -69,3 +69,17 @@ def test_cli_tasks_are_the_configs():
     assert choices == {"finetune": tuple(tasks.TASKS), "predict": tuple(tasks.predictable())}
     assert tuple(tasks.predictable()) == ("sequence-classification", "regression",
                                           "question-answering", "token-classification")
+
+
+def test_a_config_file_with_an_old_field_name_is_told_the_new_one(tmp_path):
+    """FinetuneConfig.init became init_from: a config file still passing init fails in one
+    line at its own line, naming the new field."""
+    from bert_jax.training import finetune_config
+    path = tmp_path / "old.py"
+    path.write_text("from bert_jax.training.finetune_config import FinetuneConfig\n\n\n"
+                    "def get_config():\n"
+                    "    return FinetuneConfig(init='m', train_file='t', validation_file='v')\n")
+    with pytest.raises(BertJaxError) as e:
+        finetune_config.load_config(str(path))
+    assert str(e.value) == (f"{path}:5: TypeError: FinetuneConfig.__init__() got an unexpected "
+                            f"keyword argument 'init'; renamed: did you mean init_from?")

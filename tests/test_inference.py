@@ -349,7 +349,7 @@ def test_bucket_lengths_are_few_and_fit_every_row():
     for n in range(1, 513):
         b = buckets.bucket_length(n, 512)
         assert n <= b and (b - n < 16 or b - n < n / 4), n
-    assert buckets.bucket_length(120, 100) == 100  # never past max_length
+    assert buckets.bucket_length(120, 100) == 100  # never past max_seq_length
     lengths = np.array([5, 30, 3, 17, 16, 99, 4])
     batches = list(buckets.plan(lengths, 3, 100))
     # buckets 16, 32, 100; a compile costs 4096 positions, 1365 per row of 3: none is worth one

@@ -32,7 +32,8 @@ def batch(tokenizer):
     for path in sorted(glob.glob(os.path.join(ROOT, "data", "austen", "*.txt"))):
         text = open(path, encoding="utf-8").read()
         paragraphs += [" ".join(p.split()) for p in re.split(r"\n\s*\n", text) if p.strip()]
-    out = tok_lib.encode_batch(tokenizer, paragraphs[:-1], paragraphs[1:], max_length=L, pad=True)
+    out = tok_lib.encode_batch(tokenizer, paragraphs[:-1], paragraphs[1:], max_seq_length=L,
+                              pad=True)
     out["next_sentence_labels"] = np.zeros(len(paragraphs) - 1, np.int32)
     return out
 

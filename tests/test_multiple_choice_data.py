@@ -91,7 +91,7 @@ def test_refusals(tok):
     bad = datasets.Dataset.from_list([dict(ROWS[0], label=None), ROWS[1]])
     with pytest.raises(BertJaxError, match=r"train: row 1: column 'label' is empty"):
         mc.encode(tok, bad, "train", 32)
-    with pytest.raises(BertJaxError, match="max_length: too small"):
+    with pytest.raises(BertJaxError, match="max_seq_length: too small"):
         mc.encode(tok, table, "train", 3)
     with pytest.raises(BertJaxError, match="at least two candidate endings"):
         mc.encode(tok, table, "train", 32, ending_columns=("ending0",))

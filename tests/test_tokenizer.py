@@ -42,11 +42,11 @@ def test_released_vocab_matches_bert_tokenizer_fast(name, lines, reference, mini
     tokenizer = tok_lib.load(os.path.join(minilm_dir, name))
     assert tokenizer.get_vocab_size() == 30522
     singles, pairs = reference
-    ours = tok_lib.encode_batch(tokenizer, lines, max_length=MAX_LENGTH)
+    ours = tok_lib.encode_batch(tokenizer, lines, max_seq_length=MAX_LENGTH)
     for key in ("input_ids", "token_type_ids", "attention_mask"):
         assert ours[key] == singles[key], key
     assert sum(len(ids) == MAX_LENGTH for ids in ours["input_ids"]) > 1000  # truncation exercised
-    ours = tok_lib.encode_batch(tokenizer, lines[:-1], lines[1:], max_length=MAX_LENGTH)
+    ours = tok_lib.encode_batch(tokenizer, lines[:-1], lines[1:], max_seq_length=MAX_LENGTH)
     for key in ("input_ids", "token_type_ids", "attention_mask"):
         assert ours[key] == pairs[key], key
     assert sum(len(ids) == MAX_LENGTH for ids in ours["input_ids"]) > 30000
@@ -57,17 +57,17 @@ def test_encode_single_pair_and_padding(minilm_dir):
     tokenizer = tok_lib.load(minilm_dir)  # a directory: its tokenizer.json
     ids = tok_lib.special_token_ids(tokenizer)
     assert ids == {"[PAD]": 0, "[UNK]": 100, "[CLS]": 101, "[SEP]": 102, "[MASK]": 103}
-    one = tok_lib.encode(tokenizer, "Emma Woodhouse, handsome, clever, and rich", max_length=8)
+    one = tok_lib.encode(tokenizer, "Emma Woodhouse, handsome, clever, and rich", max_seq_length=8)
     assert len(one["input_ids"]) == 8
     assert one["input_ids"][0] == 101 and one["input_ids"][-1] == 102
     assert set(one["token_type_ids"]) == {0} and set(one["attention_mask"]) == {1}
     pair = tok_lib.encode(tokenizer, "first segment here", "and the second one, much longer",
-                          max_length=10)
+                          max_seq_length=10)
     assert len(pair["input_ids"]) == 10
     first_sep = pair["input_ids"].index(102)
     assert pair["token_type_ids"] == [0] * (first_sep + 1) + [1] * (10 - first_sep - 1)
     padded = tok_lib.encode_batch(tokenizer, ["short", "a much longer text than that"],
-                                  ["b", "c"], max_length=12, pad=True)
+                                  ["b", "c"], max_seq_length=12, pad=True)
     assert padded["input_ids"].shape == (2, 12) and str(padded["input_ids"].dtype) == "int32"
     assert padded["attention_mask"][0].tolist() == [1] * 5 + [0] * 7
     assert padded["input_ids"][0, 5:].tolist() == [0] * 7
@@ -151,7 +151,7 @@ def test_bad_vocab_files(tmp_path, minilm_dir):
         tok_lib.load(str(garbage))
 
 
-def test_a_text_far_beyond_max_length_is_cut_first_with_the_same_tokens(lines, minilm_dir):
+def test_a_text_far_beyond_max_seq_length_is_cut_first_with_the_same_tokens(lines, minilm_dir):
     """data/long_texts.py: encoding a cut text gives the tokens (and truncation counts) the
     whole text gives, singles and pairs, with long [UNK] words and accents near the cuts."""
     tok = tok_lib.load(minilm_dir)

@@ -111,12 +111,12 @@ def row_lengths(data: Mapping[str, np.ndarray]) -> np.ndarray:
 
 
 def trimmed_length(lengths: np.ndarray, step: int, batch_size: int, seed: int,
-                   max_length: int) -> int:
+                   max_seq_length: int) -> int:
     """The bucket (data/buckets.bucket_length) of the longest row in the *global* batch of
     `step`: every process computes the same length from the same `lengths`, so the slices
     they serve make one global array."""
     rows = batch_indices(len(lengths), step, batch_size, seed)
-    return buckets.bucket_length(int(lengths[rows].max()), max_length)
+    return buckets.bucket_length(int(lengths[rows].max()), max_seq_length)
 
 
 def cut_to(batch: dict, length: int) -> dict:

@@ -1,11 +1,11 @@
 """Length buckets for inference: rows sorted by their real length and batched so that a batch
-is padded only to its bucket, not to max_length, and results put back in input order.
+is padded only to its bucket, not to max_seq_length, and results put back in input order.
 
 Bucket lengths are few because each is a compiled shape (tracing and compiling take about a
 second for MiniLM, two for BERT-base): a length is rounded up to a multiple of 16, and above
 128 to a multiple of an eighth of the next power of two (160, 192, … 256, 320, … 512), so a row
 carries at most 15 padding tokens up to 128 and under a quarter of its length beyond;
-max_length 128 has at most 8 shapes, 512 at most 16. A bucket that few batches would use is
+max_seq_length 128 has at most 8 shapes, 512 at most 16. A bucket that few batches would use is
 merged into a longer one (`merged`): its compile would cost more than the padding it saves."""
 
 from __future__ import annotations
@@ -22,23 +22,23 @@ STEP = 16  # the finest bucket step: a multiple of 8 keeps the matmuls' rows vec
 COMPILE_POSITIONS = 32 * 128
 
 
-def bucket_length(n: int, max_length: int) -> int:
-    """n rounded up to its bucket (see the module docstring), at most max_length."""
+def bucket_length(n: int, max_seq_length: int) -> int:
+    """n rounded up to its bucket (see the module docstring), at most max_seq_length."""
     n = max(int(n), 1)
     octave = 1 << (n - 1).bit_length()  # the power of two ≥ n
     step = max(STEP, octave // 8)  # 16 up to 128, then 32 up to 256, 64 up to 512, …
-    return min(-(-n // step) * step, max_length)
+    return min(-(-n // step) * step, max_seq_length)
 
 
 def plan(lengths: np.ndarray, batch_size: int,
-         max_length: int) -> Iterator[tuple[np.ndarray, int, int]]:
+         max_seq_length: int) -> Iterator[tuple[np.ndarray, int, int]]:
     """(rows, n, length) per batch: the input indices of a batch's rows, shortest texts first,
     padded to `batch_size` by repeating the last (so the batch dimension never changes); n of
     them real; every row's real tokens fit in `length`, the bucket of the batch's longest."""
     lengths = np.asarray(lengths)
     order = np.argsort(lengths, kind="stable")
     chunks = [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
-    buckets = merged([bucket_length(lengths[rows].max(), max_length) for rows in chunks],
+    buckets = merged([bucket_length(lengths[rows].max(), max_seq_length) for rows in chunks],
                      COMPILE_POSITIONS / batch_size)
     for rows, length in zip(chunks, buckets):
         n = len(rows)
@@ -69,10 +69,10 @@ def merged(buckets: list[int], compile_cost: float) -> list[int]:
 
 
 def run(fn, arrays: dict, batch_size: int, per_position: bool = False):
-    """fn(batch) over every row of `arrays` ((N, max_length) right-padded token arrays with an
+    """fn(batch) over every row of `arrays` ((N, max_seq_length) right-padded token arrays with an
     attention_mask), a batch cut to its bucket (`plan`), so padding is not computed; results
     in input order. fn may return a tuple of arrays: so does this. With per_position, fn's
-    outputs are (B, length, …) and come back (N, max_length, …), zeros past `length`."""
+    outputs are (B, length, …) and come back (N, max_seq_length, …), zeros past `length`."""
     lengths = np.asarray(arrays["attention_mask"]).sum(1)
     if lengths.size == 0:
         raise BertJaxError("texts: expected at least one text, got none")

@@ -1,14 +1,14 @@
-"""Texts far longer than the model: cut before tokenizing, so memory follows max_length, not the
-longest field, and no output changes.
+"""Texts far longer than the model: cut before tokenizing, so memory follows max_seq_length,
+not the longest field, and no output changes.
 
 Tokenizing a 50 MB field whole costs about 9 GB (offsets and alignments per character) to keep
-a few hundred tokens. A text is cut only beyond max_length × CHARS_PER_TOKEN characters, and
-only where the cut keeps more than max_length + WORD_PIECES tokens; its first max_length tokens
-are then exactly the full text's. The reason: the BERT normaliser works character by
-character and the pre-tokenizer splits at spaces and punctuation, so a cut changes only the
-pieces of the word it falls in, and WordPiece gives a word at most WORD_PIECES pieces (a longer
-word is one [UNK]). A prefix with too few tokens (long [UNK] words) is doubled until it has
-enough, or is the whole text.
+a few hundred tokens. A text is cut only beyond max_seq_length × CHARS_PER_TOKEN characters,
+and only where the cut keeps more than max_seq_length + WORD_PIECES tokens; its first
+max_seq_length tokens are then exactly the full text's. The reason: the BERT normaliser works
+character by character and the pre-tokenizer splits at spaces and punctuation, so a cut
+changes only the pieces of the word it falls in, and WordPiece gives a word at most
+WORD_PIECES pieces (a longer word is one [UNK]). A prefix with too few tokens (long [UNK]
+words) is doubled until it has enough, or is the whole text.
 
 A word longer than WordPiece's limit is one [UNK] however long, so a field that is one giant
 word (a hex dump without spaces) would never reach enough tokens to cut: first, every run of
@@ -41,14 +41,14 @@ _CJK = ("\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002a6df\U0002a700-
 
 
 def cut_texts(tokenizer: Tokenizer, texts: Sequence[str], pairs: Optional[Sequence[str]],
-              max_length: int) -> tuple[list[str], Optional[list[str]]]:
-    """`texts` (and `pairs`) with every segment far beyond `max_length` tokens cut; call it with
+              max_seq_length: int) -> tuple[list[str], Optional[list[str]]]:
+    """`texts` (and `pairs`) with every segment far beyond `max_seq_length` tokens cut; call it with
     the tokenizer's truncation and padding off."""
-    texts = [_shorten_words(tokenizer, t, max_length) for t in texts]
+    texts = [_shorten_words(tokenizer, t, max_seq_length) for t in texts]
     if pairs is None:
-        return [_cut(tokenizer, t, max_length) or t for t in texts], None
-    pairs = [_shorten_words(tokenizer, t, max_length) for t in pairs]
-    cut = [_cut_pair(tokenizer, a, b, max_length) for a, b in zip(texts, pairs)]
+        return [_cut(tokenizer, t, max_seq_length) or t for t in texts], None
+    pairs = [_shorten_words(tokenizer, t, max_seq_length) for t in pairs]
+    cut = [_cut_pair(tokenizer, a, b, max_seq_length) for a, b in zip(texts, pairs)]
     return [a for a, _ in cut], [b for _, b in cut]
 
 

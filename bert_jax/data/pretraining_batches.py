@@ -35,7 +35,7 @@ class PretrainingBatches:
             raise BertJaxError(f"objective: expected {' or '.join(OBJECTIVES)}, got "
                                f"{objective!r}")
         _check_params(objective, max_seq_length, short_seq_prob, eval_fraction, seed)
-        self.data, self.objective, self.length = data, objective, max_seq_length
+        self.data, self.objective, self.max_seq_length = data, objective, max_seq_length
         self.short_seq_prob, self.seed = short_seq_prob, seed
         self.cls, self.sep, self.pad = specials["[CLS]"], specials["[SEP]"], specials["[PAD]"]
         documents = _check_documents(data, objective)
@@ -54,12 +54,13 @@ class PretrainingBatches:
             docs = self.heldout_docs if heldout else self.train_docs
             if self.objective in PAIRED:
                 plan = pair_plans.plan_pairs(docs, self.data.sentence_lengths, self.data.starts,
-                                             self.length, self.short_seq_prob, self.seed, epoch,
+                                             self.max_seq_length, self.short_seq_prob,
+                                             self.seed, epoch,
                                              sentence_order=self.objective == "mlm+sop")
             else:
                 tokens = np.array([self.data.starts[d.stop] - self.data.starts[d.start]
                                    for d in docs], np.int64)
-                plan = pair_plans.plan_packed(tokens, self.length, self.seed,
+                plan = pair_plans.plan_packed(tokens, self.max_seq_length, self.seed,
                                               0 if heldout else epoch, shuffle=not heldout)
             if len(self._plans) >= 3:  # the held-out plan and the last two epochs
                 del self._plans[next(k for k in self._plans if k != _HELDOUT)]
@@ -113,7 +114,7 @@ class PretrainingBatches:
     def rows(self, plan, indices: np.ndarray, docs: list) -> dict[str, np.ndarray]:
         """Examples `indices` of `plan` (made from `docs`) as padded (n, L) int32 columns, and
         next_sentence_labels (n,) for pairs."""
-        n, length = len(indices), self.length
+        n, length = len(indices), self.max_seq_length
         ids = np.full((n, length), self.pad, np.int32)
         types = np.zeros((n, length), np.int32)
         mask = np.zeros((n, length), np.int32)

@@ -153,39 +153,40 @@ def continuation_lookup(tokenizer: Tokenizer) -> np.ndarray:
 # -- encode ------------------------------------------------------------------------------------
 
 def encode(tokenizer: Tokenizer, text: str, pair: Optional[str] = None,
-           max_length: int = 512) -> dict[str, list[int]]:
+           max_seq_length: int = 512) -> dict[str, list[int]]:
     """One text or pair → input_ids, token_type_ids, attention_mask, truncated longest-first."""
-    batch = encode_batch(tokenizer, [text], None if pair is None else [pair], max_length)
+    batch = encode_batch(tokenizer, [text], None if pair is None else [pair], max_seq_length)
     return {k: v[0] for k, v in batch.items()}
 
 
 def encode_batch(tokenizer: Tokenizer, texts: Sequence[str],
-                 pairs: Optional[Sequence[str]] = None, max_length: Optional[int] = 512,
+                 pairs: Optional[Sequence[str]] = None, max_seq_length: Optional[int] = 512,
                  pad: bool = False) -> dict:
     """Texts (and their pairs) → {input_ids, token_type_ids, attention_mask}.
 
-    Lists of lists, each truncated to `max_length` by trimming the longer segment first (as
-    BertTokenizerFast); max_length None: not truncated. pad=True pads with [PAD] to
-    `max_length` and returns (B, max_length) int32 arrays, attention_mask 0 on padding.
+    Lists of lists, each truncated to `max_seq_length` by trimming the longer segment first (as
+    BertTokenizerFast); max_seq_length None: not truncated. pad=True pads with [PAD] to
+    `max_seq_length` and returns (B, max_seq_length) int32 arrays, attention_mask 0 on padding.
     """
     if pairs is not None and len(pairs) != len(texts):
         raise BertJaxError(f"pairs: {len(pairs)} second segments for {len(texts)} texts")
-    if (max_length is not None or pad) and (
-            not isinstance(max_length, int) or max_length < (3 if pairs is None else 4)):
-        raise BertJaxError(f"max_length: too small for [CLS]/[SEP] tokens, got {max_length!r}")
+    if (max_seq_length is not None or pad) and (
+            not isinstance(max_seq_length, int) or max_seq_length < (3 if pairs is None else 4)):
+        raise BertJaxError(f"max_seq_length: too small for [CLS]/[SEP] tokens, got "
+                           f"{max_seq_length!r}")
     old_truncation, old_padding = tokenizer.truncation, tokenizer.padding
     try:  # set per call and restored: the Tokenizer object is shared, its settings are global
-        if max_length is not None:  # memory follows max_length, not the longest field
+        if max_seq_length is not None:  # memory follows max_seq_length, not the longest field
             tokenizer.no_truncation()
             tokenizer.no_padding()
-            texts, pairs = long_texts.cut_texts(tokenizer, texts, pairs, max_length)
-        if max_length is None:
+            texts, pairs = long_texts.cut_texts(tokenizer, texts, pairs, max_seq_length)
+        if max_seq_length is None:
             tokenizer.no_truncation()
         else:
-            tokenizer.enable_truncation(max_length, strategy="longest_first")
+            tokenizer.enable_truncation(max_seq_length, strategy="longest_first")
         if pad:
             tokenizer.enable_padding(pad_id=tokenizer.token_to_id("[PAD]"), pad_token="[PAD]",
-                                     length=max_length)
+                                     length=max_seq_length)
         else:
             tokenizer.no_padding()
         inputs = list(texts) if pairs is None else list(zip(texts, pairs))
@@ -196,24 +197,24 @@ def encode_batch(tokenizer: Tokenizer, texts: Sequence[str],
            "token_type_ids": [e.type_ids for e in encodings],
            "attention_mask": [e.attention_mask for e in encodings]}
     if pad:
-        out = {k: np.asarray(v, dtype=np.int32).reshape(len(encodings), max_length)
+        out = {k: np.asarray(v, dtype=np.int32).reshape(len(encodings), max_seq_length)
                for k, v in out.items()}
     return out
 
 
 def count_longer(tokenizer: Tokenizer, texts: Sequence[str],
-                 pairs: Optional[Sequence[str]] = None, max_length: int = 512) -> int:
-    """How many texts (with their pairs) have more than `max_length` tokens, [CLS] and [SEP]s
-    included: the ones encode_batch truncates, for a warning that counts them."""
+                 pairs: Optional[Sequence[str]] = None, max_seq_length: int = 512) -> int:
+    """How many texts (with their pairs) have more than `max_seq_length` tokens, [CLS] and
+    [SEP]s included: the ones encode_batch truncates, for a warning that counts them."""
     old_truncation, old_padding = tokenizer.truncation, tokenizer.padding
-    try:  # a cut text keeps more than max_length tokens: it still counts as longer
+    try:  # a cut text keeps more than max_seq_length tokens: it still counts as longer
         tokenizer.no_truncation()
         tokenizer.no_padding()
-        texts, pairs = long_texts.cut_texts(tokenizer, texts, pairs, max_length)
+        texts, pairs = long_texts.cut_texts(tokenizer, texts, pairs, max_seq_length)
     finally:
         _restore(tokenizer, old_truncation, old_padding)
     ids = encode_batch(tokenizer, texts, pairs, None)["input_ids"]
-    return sum(len(row) > max_length for row in ids)
+    return sum(len(row) > max_seq_length for row in ids)
 
 
 def check_fits(tokenizer: Tokenizer, vocab_size: int, source: str) -> None:

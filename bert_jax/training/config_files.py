@@ -12,6 +12,7 @@ import difflib
 import importlib.util
 import math
 import os
+import re
 import sys
 import traceback
 import typing
@@ -20,6 +21,9 @@ from bert_jax import resources
 from bert_jax.errors import BertJaxError
 
 NONFINITE_POLICIES = ("stop", "skip")
+# config class name → {old field name: new}: a config file that still passes an old name is
+# told the new one (each class's RENAMED, registered by its module)
+RENAMED_FIELDS: dict[str, dict] = {}
 
 
 def check_fields(cfg, *, at_least_one=(), non_negative=(), choices=None, fractions=(),
@@ -88,9 +92,18 @@ def run_config_file(path: str):
             "<") and os.path.dirname(os.path.abspath(f.filename)) == directory]
         where = f"{lines[-1].filename}:{lines[-1].lineno}" if lines else path
         message = str(e).splitlines()[0] if str(e) else ""
-        raise BertJaxError(f"{where}: {type(e).__name__}: {message}") from e
+        raise BertJaxError(f"{where}: {type(e).__name__}: {message}{_renamed_hint(message)}"
+                           ) from e
     finally:
         sys.path.remove(directory)
+
+
+def _renamed_hint(message: str) -> str:
+    """The hint "renamed: did you mean NEW?" for a config file that passed a field under its old
+    name ("" for any other error)."""
+    m = re.search(r"(\w+)\.__init__\(\) got an unexpected keyword argument '(\w+)'", message)
+    new = RENAMED_FIELDS.get(m[1], {}).get(m[2]) if m else None
+    return f"; renamed: did you mean {new}?" if new else ""
 
 
 def apply_overrides(cfg, overrides: typing.Sequence[str]):

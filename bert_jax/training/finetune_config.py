@@ -103,6 +103,9 @@ class FinetuneConfig:
         return dataclasses.replace(self, **changes)
 
 
+config_files.RENAMED_FIELDS[FinetuneConfig.__name__] = FinetuneConfig.RENAMED
+
+
 # The fields a resumed run may change (training/run_record.py): train more epochs, log,
 # evaluate or checkpoint at other intervals, keep checkpoints elsewhere. Every other field changes
 # what the run computes, and a resume with another value is refused.
