@@ -19,7 +19,7 @@ import zlib
 from typing import Iterable, Iterator, Optional, Sequence, Union
 
 from bert_jax import json_limits
-from bert_jax.data.text_files import line_blocks, resolve_files
+from bert_jax.data.text_files import decode as _decode, line_blocks, resolve_files
 from bert_jax.errors import BertJaxError
 
 DOCUMENT_MODES = ("file", "blank_line")
@@ -166,14 +166,6 @@ def _text_paragraphs(source: Source, documents: str, limit: int):
         lines = _gzip_errors(source, _file_lines(f, source.name, limit))
         for k, piece in _paragraph_pieces(lines, limit):
             yield (0 if documents == "file" else k), piece
-
-
-def _decode(raw: bytes, path: str, offset: int) -> str:
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise BertJaxError(f"{path}: not UTF-8 text (byte 0x{raw[e.start]:02x} at offset "
-                           f"{offset + e.start})") from None
 
 
 def _complete(raw: bytes) -> int:
