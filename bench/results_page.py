@@ -17,44 +17,41 @@ DATE = re.compile(r"\b(20\d\d-\d\d-\d\d)\b")
 
 
 def github_anchor(heading: str) -> str:
-    """The anchor GitHub gives a heading (lower case, punctuation dropped, spaces → hyphens)."""
-    text = re.sub(r"[`*]", "", heading).strip().lower()
+    """The anchor GitHub gives a heading: markup dropped (a link keeps its text), lower case,
+    punctuation removed, each space a hyphen (so "A — B" gives "a--b")."""
+    text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", heading)
+    text = re.sub(r"<[^>]+>", "", text)
+    text = re.sub(r"[`*]", "", text).strip().lower()
     return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
 
 
-def headings(text: str) -> list[tuple[int, str]]:
-    """(level, title) of every heading outside fenced code, in page order."""
-    found, fenced = [], False
+def headings(text: str) -> list[tuple[int, str, str]]:
+    """(level, title, anchor) of every heading outside fenced code, in page order; a repeated
+    anchor is numbered as GitHub numbers it (-1, -2, …)."""
+    found, fenced, seen = [], False, {}
     for line in text.splitlines():
         if line.startswith(("```", "~~~")):
             fenced = not fenced
-        m = None if fenced else re.match(r"(#{1,6}) (.*)", line)
+        m = None if fenced else re.match(r"(#{1,6})\s+(.*?)\s*#*\s*$", line)
         if m:
-            found.append((len(m.group(1)), m.group(2).strip()))
+            slug = github_anchor(m.group(2))
+            n = seen.get(slug, 0)
+            seen[slug] = n + 1
+            found.append((len(m.group(1)), m.group(2), slug if n == 0 else f"{slug}-{n}"))
     return found
 
 
 def history_headings(text: str) -> list[str]:
     """The `###` headings of the history, in page order."""
-    return [title for level, title in headings(text.split(HISTORY, 1)[1]) if level == 3]
+    return [title for level, title, _ in headings(text.split(HISTORY, 1)[1]) if level == 3]
 
 
 def contents(text: str) -> str:
-    """The history's table of contents: one link per dated section (anchors numbered as GitHub
-    numbers repeated headings, counting every heading of the page)."""
-    seen: dict[str, int] = {}
-    anchors = {}
-    for _, title in headings(text):
-        slug = github_anchor(title)
-        n = seen.get(slug, 0)
-        seen[slug] = n + 1
-        anchors.setdefault(title, []).append(slug if n == 0 else f"{slug}-{n}")
-    lines, used = [], {}
-    for heading in history_headings(text):
-        i = used.get(heading, 0)
-        used[heading] = i + 1
-        lines.append(f"- [{heading}](#{anchors[heading][i]})")
-    return "\n".join(lines)
+    """The history's table of contents: one link per dated section."""
+    start = text.index(HISTORY)
+    before = len(headings(text[:start]))
+    return "\n".join(f"- [{title}](#{anchor})" for level, title, anchor
+                     in headings(text)[before:] if level == 3)
 
 
 def with_contents(text: str) -> str:

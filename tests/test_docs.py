@@ -21,34 +21,16 @@ CHECKED = ["README.md", "bench/RESULTS.md", *sorted(
 _FENCE = re.compile(r"^(```|~~~).*?^\1", re.S | re.M)
 _CODE = re.compile(r"`[^`\n]*`")
 _LINK = re.compile(r"!?\[(?:[^\]\[]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
-_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$", re.M)
-
-
-def github_slug(heading):
-    """GitHub's anchor for a heading: markup dropped, lower case, punctuation removed, each space a
-    hyphen (so "A — B" gives "a--b")."""
-    text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", heading)  # a link keeps its text
-    text = re.sub(r"<[^>]+>", "", text).replace("`", "").replace("*", "")
-    text = text.strip().lower()
-    text = re.sub(r"[^\w\- ]", "", text)
-    return text.replace(" ", "-")
+PAGE = bench_module("results_page")  # GitHub's heading anchors, shared with RESULTS' contents
+github_slug = PAGE.github_anchor
 
 
 def anchors(path):
-    """Every anchor a markdown file offers: its headings' slugs (repeats numbered as GitHub does)
-    and explicit `<a id=…>` / `{#id}` targets."""
-    text = _FENCE.sub("", path.read_text(encoding="utf-8"))
-    seen, found = {}, set()
-    for _, title in _HEADING.findall(text):
-        custom = re.search(r"\{#([\w-]+)\}\s*$", title)
-        if custom:
-            found.add(custom.group(1))
-            title = title[:custom.start()]
-        slug = github_slug(title)
-        n = seen.get(slug, 0)
-        seen[slug] = n + 1
-        found.add(slug if n == 0 else f"{slug}-{n}")
-    found.update(re.findall(r"<a\s+(?:id|name)=\"([^\"]+)\"", text))
+    """Every anchor a markdown file offers: its headings' (repeats numbered as GitHub does) and
+    explicit `<a id=…>` targets."""
+    text = path.read_text(encoding="utf-8")
+    found = {anchor for _, _, anchor in PAGE.headings(text)}
+    found.update(re.findall(r"<a\s+(?:id|name)=\"([^\"]+)\"", _FENCE.sub("", text)))
     return found
 
 
@@ -121,26 +103,24 @@ def test_the_site_builds_in_strict_mode(tmp_path):
 def test_results_page_is_today_then_the_history_newest_first():
     """bench/RESULTS.md: "Today" first, each benchmark with a date and the command that
     reproduces it; then every dated section, newest first, each listed in the contents."""
-    page = bench_module("results_page")
     text = (ROOT / "bench" / "RESULTS.md").read_text(encoding="utf-8")
-    assert text.index("## Today") < text.index(page.HISTORY)
+    assert text.index("## Today") < text.index(PAGE.HISTORY)
     today = text.split("## Today", 1)[1].split("\n## ", 1)[0]
     for block in today.split("\n### ")[1:]:
         title = block.splitlines()[0]
-        assert page.DATE.search(block), f"Today's '{title}' has no date"
+        assert PAGE.DATE.search(block), f"Today's '{title}' has no date"
         assert re.search(r"`python (bench/\w+\.py|train\.py)", block), f"'{title}': no command"
-    dates = [page.DATE.search(h).group(1) for h in page.history_headings(text)]
+    dates = [PAGE.DATE.search(h).group(1) for h in PAGE.history_headings(text)]
     assert len(dates) >= 25 and dates == sorted(dates, reverse=True)
-    assert page.with_contents(text) == text, "run results_page.with_contents: contents are stale"
+    assert PAGE.with_contents(text) == text, "run results_page.with_contents: contents are stale"
 
 
 def test_a_bench_section_goes_on_top_of_the_history_and_into_the_contents(tmp_path):
-    page = bench_module("results_page")
     path = tmp_path / "RESULTS.md"
     path.write_text((ROOT / "bench" / "RESULTS.md").read_text(encoding="utf-8"), "utf-8")
-    page.add_section("### Pretraining step, CPU — 2099-01-01\n\n| a |\n|---|\n| 1 |\n", path)
+    PAGE.add_section("### Pretraining step, CPU — 2099-01-01\n\n| a |\n|---|\n| 1 |\n", path)
     text = path.read_text(encoding="utf-8")
-    assert page.history_headings(text)[0] == "Pretraining step, CPU — 2099-01-01"
+    assert PAGE.history_headings(text)[0] == "Pretraining step, CPU — 2099-01-01"
     assert "- [Pretraining step, CPU — 2099-01-01](#pretraining-step-cpu--2099-01-01)" in text
     assert broken_links(tmp_path, ["RESULTS.md"]) == [
         f"RESULTS.md:{i + 1}: {target}: no file {target}"  # its pictures are not copied
