@@ -6,7 +6,11 @@ evaluation and predict (`Windows`).
 
 from __future__ import annotations
 
-from typing import Sequence
+import collections
+import contextlib
+import dataclasses
+import itertools
+from typing import Optional, Sequence
 
 import numpy as np
 
@@ -14,10 +18,13 @@ from bert_jax.data.tokenizer import _restore
 from bert_jax.errors import BertJaxError
 from bert_jax.tasks.question_answering.data import QAExample
 
-# windows per chunk (whole examples, at least one): one encode_batch call, and in evaluation and
-# predict one pass of the model; bounds the Encoding objects, features and logits alive at once,
-# however many windows a long context makes
+# windows per chunk: in evaluation and predict one pass of the model; bounds the features and
+# logits alive at once, however many windows a long context makes
 _ENCODE_WINDOWS = 1000
+# characters of contexts per encode_batch call: bounds the Encoding objects alive at once
+_ENCODE_CHARS = 1_000_000
+# context tokens kept as arrays for later questions (16 bytes a token: ~32 MB)
+_CACHED_TOKENS = 1 << 21
 
 
 def features(tok, examples: Sequence[QAExample], max_seq_length: int, doc_stride: int,
@@ -42,12 +49,20 @@ def features(tok, examples: Sequence[QAExample], max_seq_length: int, doc_stride
 
 class Windows:
     """The windows of `features` (without answer positions), cut a chunk at a time as they are
-    iterated: about `_ENCODE_WINDOWS` windows of whole examples per chunk, each a dict of the
-    same columns with example_index counted over all examples. Evaluation and `predict` run the
-    model chunk by chunk, so a long context asked many questions (a 1M-character one makes
-    thousands of windows per question) never has all its windows held at once; contexts are
-    never cut. Lengths are checked, and windows counted, when it is made; it can be iterated
-    again (each pass encodes anew)."""
+    iterated: `_ENCODE_WINDOWS` windows per chunk (a question's windows may span chunks), each
+    a dict of the same columns with example_index counted over all examples. Evaluation and
+    `predict` run the model chunk by chunk, so a long context asked many questions (a
+    1M-character one makes thousands of windows per question) never has all its windows held
+    at once; contexts are never cut. Lengths are checked, and windows counted, when it is made;
+    it can be iterated again.
+
+    Each distinct context is tokenized once (SQuAD asks several questions of a paragraph; a
+    1M-character context took ~2 s to tokenize, again for each question) and each window is
+    put together from the question's tokens and a slice of the context's, laid out as the
+    tokenizer's post-processor lays out a pair (its template, read off a probe pair). That
+    is what the tokenizer's own truncation does, so the windows are the tokenizer's (tested
+    against it); a tokenizer whose pair layout is not [specials] question [specials] context
+    [specials] is encoded pair by pair as before (`_pairs`)."""
 
     def __init__(self, tok, examples: Sequence[QAExample], max_seq_length: int, doc_stride: int,
                  where: str = "features"):
@@ -60,38 +75,240 @@ class Windows:
             raise BertJaxError("features: no examples")
         self.tok, self.examples = tok, examples
         self.max_seq_length, self.doc_stride = max_seq_length, doc_stride
-        old_truncation, old_padding = tok.truncation, tok.padding
-        try:  # set per call and restored: the Tokenizer object is shared, its settings global
-            tok.no_truncation()
-            tok.no_padding()
+        self._contexts = _ContextTokens(tok)
+        with _plain(tok):
+            self.template = _Template.of(tok)
             self.counts = _check_lengths(tok, examples, max_seq_length, doc_stride,
-                                         tok.num_special_tokens_to_add(True), where)
-        finally:
-            _restore(tok, old_truncation, old_padding)
+                                         tok.num_special_tokens_to_add(True), where,
+                                         self._contexts)
 
     def __len__(self) -> int:
         """Windows in all."""
         return sum(self.counts)
 
     def __iter__(self):
-        for lo, hi in _chunks(self.counts, _ENCODE_WINDOWS):
-            yield self._encode(lo, hi)
+        if self.template is None:
+            for lo, hi in _chunks(self.counts, _ENCODE_WINDOWS):
+                yield _pairs(self.tok, self.examples, lo, hi, self.max_seq_length,
+                             self.doc_stride)
+            return
+        for segments in _window_chunks(self.counts, _ENCODE_WINDOWS):
+            with _plain(self.tok):
+                chunk = self._assemble(segments)
+            yield chunk
 
-    def _encode(self, lo: int, hi: int) -> dict[str, np.ndarray]:
-        tok = self.tok
-        old_truncation, old_padding = tok.truncation, tok.padding
-        try:
-            tok.enable_truncation(self.max_seq_length, stride=self.doc_stride,
-                                  strategy="only_second", direction="right")
-            tok.enable_padding(direction="right", pad_id=tok.token_to_id("[PAD]"),
-                               pad_type_id=0, pad_token="[PAD]", length=self.max_seq_length)
-            encodings = tok.encode_batch([(ex.question, ex.context)
-                                          for ex in self.examples[lo:hi]])
-        finally:
-            _restore(tok, old_truncation, old_padding)
-        # transformers' order: each example's first window, then its overflows
-        return _arrays([(lo + i, w) for i, enc in enumerate(encodings)
-                        for w in [enc] + enc.overflowing], self.max_seq_length)
+    def _assemble(self, segments: list[tuple[int, int, int]]) -> dict[str, np.ndarray]:
+        """The windows w0…w1-1 of example i for each (i, w0, w1), from the question's tokens
+        and the cached tokens of its context."""
+        examples, length, t = self.examples, self.max_seq_length, self.template
+        contexts = self._contexts.of([examples[i].context for i, _, _ in segments])
+        questions = self.tok.encode_batch([examples[i].question for i, _, _ in segments],
+                                          add_special_tokens=False)
+        n = sum(w1 - w0 for _, w0, w1 in segments)
+        ids = np.full((n, length), t.pad_id, np.int32)
+        types = np.full((n, length), t.pad_type, np.int32)
+        special = np.ones((n, length), np.int32)
+        offsets = np.zeros((n, length, 2), np.int32)
+        attention = np.zeros((n, length), np.int32)
+        index = np.empty(n, np.int32)
+        row = 0
+        for (i, w0, w1), question in zip(segments, questions):
+            context, q = contexts[examples[i].context], _Tokens.of(question)
+            rows = slice(row, row + w1 - w0)
+            # the pieces before the context: specials, the question, specials (one for all rows)
+            head = [t.prefix, q, t.middle]
+            h = sum(len(p.ids) for p in head)
+            ids[rows, :h] = np.concatenate([p.ids for p in head])
+            types[rows, :h] = np.concatenate([t.prefix.types, np.full(len(q.ids), t.a_type),
+                                              t.middle.types])
+            special[rows, :h] = np.concatenate([p.special for p in head])
+            offsets[rows, :h] = np.concatenate([p.offsets for p in head])
+            # context tokens start, start + step, …; the tokenizer's Encoding.truncate(room,
+            # stride) cuts at the same places
+            room = length - len(q.ids) - t.added
+            step = room - self.doc_stride
+            total = len(context.ids)
+            starts = np.arange(w0, w1) * step
+            stops = np.minimum(starts + room, total)
+            take = starts[:, None] + np.arange(min(room, total))[None, :]  # (w, room)
+            inside = take < stops[:, None]
+            take = np.minimum(take, total - 1)
+            width = take.shape[1]
+            part = (rows, slice(h, h + width))
+            ids[part] = np.where(inside, context.ids[take], t.pad_id)
+            types[part] = np.where(inside, t.b_type, t.pad_type)
+            special[part] = np.where(inside, context.special[take], 1)
+            offsets[part] = np.where(inside[..., None], context.offsets[take], 0)
+            # specials after each window's context, then padding
+            ends = h + stops - starts  # (w,) first position after the context
+            r = np.arange(row, row + w1 - w0)
+            for k in range(len(t.suffix.ids)):
+                ids[r, ends + k] = t.suffix.ids[k]
+                types[r, ends + k] = t.suffix.types[k]
+                special[r, ends + k] = t.suffix.special[k]
+                offsets[r, ends + k] = t.suffix.offsets[k]
+            attention[rows] = np.arange(length)[None, :] < (ends + len(t.suffix.ids))[:, None]
+            index[rows] = i
+            row += w1 - w0
+        return _columns(ids, types, attention, special, offsets, index)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Tokens:
+    """Token columns of one text or template piece: ids, offsets (n, 2), special-token mask,
+    and (template pieces only) type ids."""
+    ids: np.ndarray
+    offsets: np.ndarray
+    special: np.ndarray
+    types: Optional[np.ndarray] = None
+
+    @staticmethod
+    def of(encoding, positions=None, types: bool = False) -> "_Tokens":
+        """An Encoding's columns, or those at `positions`."""
+        take = slice(None) if positions is None else positions
+        return _Tokens(np.asarray(encoding.ids, np.int32)[take],
+                       np.asarray(encoding.offsets, np.int32).reshape(-1, 2)[take],
+                       np.asarray(encoding.special_tokens_mask, np.int32)[take],
+                       np.asarray(encoding.type_ids, np.int32)[take] if types else None)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Template:
+    """How the tokenizer's post-processor lays out a pair: the tokens it adds before the
+    question (`prefix`), between question and context (`middle`) and after the context
+    (`suffix`), and the type ids of question and context tokens; read off a probe pair."""
+    prefix: _Tokens
+    middle: _Tokens
+    suffix: _Tokens
+    a_type: int
+    b_type: int
+    pad_id: int
+    pad_type: int = 0  # Windows pads with pad_type_id=0, as transformers does
+
+    @property
+    def added(self) -> int:
+        return len(self.prefix.ids) + len(self.middle.ids) + len(self.suffix.ids)
+
+    @staticmethod
+    def of(tok) -> Optional["_Template"]:
+        """The template (truncation and padding off), or None if the pair is not laid out as
+        specials, question, specials, context, specials, each sequence's tokens its own
+        encoding's."""
+        pair = tok.encode("a b", "c d")
+        seq = [-1 if s is None else s for s in pair.sequence_ids]
+        runs = [(k, len(list(g))) for k, g in itertools.groupby(seq)]
+        kinds = [k for k, _ in runs]
+        if kinds[-1] != -1:
+            runs.append((-1, 0))
+        if kinds[0] != -1:
+            runs.insert(0, (-1, 0))
+        kinds = [k for k, _ in runs]
+        if kinds not in ([-1, 0, -1, 1, -1], [-1, 0, 1, -1]):
+            return None
+        if len(kinds) == 4:  # no tokens between the two sequences
+            runs.insert(2, (-1, 0))
+        bounds = np.cumsum([0] + [n for _, n in runs])
+        pieces = [_Tokens.of(pair, slice(bounds[j], bounds[j + 1]), types=True)
+                  for j in range(5)]
+        prefix, a, middle, b, suffix = pieces
+        for piece, text in ((a, "a b"), (b, "c d")):
+            alone = _Tokens.of(tok.encode(text, add_special_tokens=False))
+            if (len(set(piece.types.tolist())) != 1 or not np.array_equal(piece.ids, alone.ids)
+                    or not np.array_equal(piece.offsets, alone.offsets)
+                    or not np.array_equal(piece.special, alone.special)):
+                return None
+        if prefix.ids.size + middle.ids.size + suffix.ids.size != tok.num_special_tokens_to_add(
+                True):
+            return None
+        return _Template(prefix, middle, suffix, int(a.types[0]), int(b.types[0]),
+                         tok.token_to_id("[PAD]"))
+
+
+class _ContextTokens:
+    """Each distinct context tokenized once, as arrays (Encoding objects, tens of bytes a token
+    with the token strings, live only while a batch is converted); the most recently used are
+    kept up to `_CACHED_TOKENS` tokens, the last one always."""
+
+    def __init__(self, tok):
+        self.tok = tok
+        self.cache: collections.OrderedDict[str, _Tokens] = collections.OrderedDict()
+        self.tokens = 0
+
+    def lengths(self, contexts: Sequence[str]) -> dict[str, int]:
+        """Token count of each distinct context."""
+        found = {}
+        for batch in self._batches(list(dict.fromkeys(contexts))):
+            for c, tokens in self._tokens(batch).items():
+                found[c] = len(tokens.ids)
+        return found
+
+    def of(self, contexts: Sequence[str]) -> dict[str, _Tokens]:
+        """The tokens of each context (all of them held until the caller lets go)."""
+        found = {}
+        for batch in self._batches(list(dict.fromkeys(contexts))):
+            found.update(self._tokens(batch))
+        return found
+
+    def _batches(self, contexts: list[str]):
+        """Runs of contexts of about _ENCODE_CHARS characters (one encode_batch call each)."""
+        batch, chars = [], 0
+        for c in contexts:
+            batch.append(c)
+            chars += len(c)
+            if chars >= _ENCODE_CHARS:
+                yield batch
+                batch, chars = [], 0
+        if batch:
+            yield batch
+
+    def _tokens(self, contexts: list[str]) -> dict[str, _Tokens]:
+        missing = [c for c in contexts if c not in self.cache]
+        encoded = dict(zip(missing, (
+            _Tokens.of(e) for e in self.tok.encode_batch(missing, add_special_tokens=False))))
+        found = {}
+        for c in contexts:
+            if c in encoded:
+                self.cache[c] = found[c] = encoded[c]
+                self.tokens += len(encoded[c].ids)
+            else:
+                found[c] = self.cache[c]
+                self.cache.move_to_end(c)
+        while self.tokens > _CACHED_TOKENS and len(self.cache) > 1:
+            _, dropped = self.cache.popitem(last=False)
+            self.tokens -= len(dropped.ids)
+        return found
+
+
+@contextlib.contextmanager
+def _plain(tok):
+    """No truncation and no padding while inside, the tokenizer's settings restored after: the
+    Tokenizer object is shared, its settings global."""
+    old_truncation, old_padding = tok.truncation, tok.padding
+    try:
+        tok.no_truncation()
+        tok.no_padding()
+        yield
+    finally:
+        _restore(tok, old_truncation, old_padding)
+
+
+def _pairs(tok, examples, lo: int, hi: int, max_seq_length: int,
+           doc_stride: int) -> dict[str, np.ndarray]:
+    """Examples lo…hi-1 encoded as pairs by the tokenizer itself (truncation "only_second"
+    with stride, overflowing windows): the windows for a tokenizer without a plain pair
+    template, and the reference the assembled windows are tested against."""
+    old_truncation, old_padding = tok.truncation, tok.padding
+    try:
+        tok.enable_truncation(max_seq_length, stride=doc_stride, strategy="only_second",
+                              direction="right")
+        tok.enable_padding(direction="right", pad_id=tok.token_to_id("[PAD]"), pad_type_id=0,
+                           pad_token="[PAD]", length=max_seq_length)
+        encodings = tok.encode_batch([(ex.question, ex.context) for ex in examples[lo:hi]])
+    finally:
+        _restore(tok, old_truncation, old_padding)
+    # transformers' order: each example's first window, then its overflows
+    return _arrays([(lo + i, w) for i, enc in enumerate(encodings)
+                    for w in [enc] + enc.overflowing], max_seq_length)
 
 
 def _arrays(windows: list, max_seq_length: int) -> dict[str, np.ndarray]:
@@ -103,14 +320,19 @@ def _arrays(windows: list, max_seq_length: int) -> dict[str, np.ndarray]:
         return np.asarray([getattr(e, name) for _, e in windows], np.int32).reshape(
             n, max_seq_length)
 
-    out = {"input_ids": column("ids"), "token_type_ids": column("type_ids"),
-           "attention_mask": column("attention_mask"),
-           "example_index": np.asarray([i for i, _ in windows], np.int32)}
-    # context tokens: segment 1 and not a template special ([SEP]) or padding
-    is_context = (out["token_type_ids"] == 1) & (column("special_tokens_mask") == 0)
     offsets = np.asarray([e.offsets for _, e in windows], np.int32).reshape(n, max_seq_length, 2)
-    out["offsets"] = np.where(is_context[..., None], offsets, -1).astype(np.int32)
-    return out
+    return _columns(column("ids"), column("type_ids"), column("attention_mask"),
+                    column("special_tokens_mask"), offsets,
+                    np.asarray([i for i, _ in windows], np.int32))
+
+
+def _columns(ids, types, attention, special, offsets, index) -> dict[str, np.ndarray]:
+    """The features' columns; offsets kept for context tokens only: segment 1 and not a
+    template special ([SEP]) or padding."""
+    is_context = (types == 1) & (special == 0)
+    return {"input_ids": ids, "token_type_ids": types, "attention_mask": attention,
+            "example_index": index,
+            "offsets": np.where(is_context[..., None], offsets, -1).astype(np.int32)}
 
 
 def _chunks(windows: list[int], size: int):
@@ -125,30 +347,43 @@ def _chunks(windows: list[int], size: int):
         yield lo, len(windows)
 
 
+def _window_chunks(windows: list[int], size: int):
+    """Runs of `size` windows (the last may be shorter), each a list of (example, first
+    window, end window): an example's windows may span chunks."""
+    segments, room = [], size
+    for i, n in enumerate(windows):
+        w = 0
+        while w < n:
+            take = min(n - w, room)
+            segments.append((i, w, w + take))
+            w, room = w + take, room - take
+            if room == 0:
+                yield segments
+                segments, room = [], size
+    if segments:
+        yield segments
+
+
 def _check_lengths(tok, examples, max_seq_length: int, doc_stride: int, special: int,
-                   where: str) -> list[int]:
+                   where: str, contexts: Optional[_ContextTokens] = None) -> list[int]:
     """Refuse before the Rust tokenizer does: on a stride ≥ the context room it panics (a
     PanicException, which `except Exception` misses), on a question with no room it errors
-    without naming the example. Returns each example's number of windows."""
+    without naming the example. Returns each example's number of windows. `contexts` keeps
+    the contexts' tokens for the windows."""
     questions = tok.encode_batch([ex.question for ex in examples], add_special_tokens=False)
-    contexts = {}
-    for ex in examples:
-        contexts.setdefault(ex.context, None)
-    unique = list(contexts)
-    for c, enc in zip(unique, tok.encode_batch(unique, add_special_tokens=False)):
-        contexts[c] = len(enc.ids)
+    lengths = (contexts or _ContextTokens(tok)).lengths([ex.context for ex in examples])
     windows = []
     for ex, q in zip(examples, questions):
         room = max_seq_length - len(q.ids) - special  # context tokens per window
         if room < 1:
             raise BertJaxError(f"{where}: question {ex.id!r} has {len(q.ids)} tokens; "
                                f"max_seq_length {max_seq_length} leaves no room for the context")
-        if contexts[ex.context] > room and doc_stride >= room:
+        if lengths[ex.context] > room and doc_stride >= room:
             raise BertJaxError(f"doc_stride: {doc_stride} must be less than the {room} context "
                                f"tokens a window of max_seq_length {max_seq_length} leaves beside "
                                f"question {ex.id!r} of {where} ({len(q.ids)} tokens), or "
                                f"windows cannot advance")
-        beyond = contexts[ex.context] - room  # tokens past the first window, a stride apart
+        beyond = lengths[ex.context] - room  # tokens past the first window, a stride apart
         windows.append(1 if beyond <= 0 else 1 + -(-beyond // (room - doc_stride)))
     return windows
 
