@@ -1,5 +1,6 @@
 """bench/qa_memory.py at a tiny size: its SQuAD file is read back as written, and one
-`predict` child reports its peak RSS and the windows its questions make."""
+`predict` child reports its peak RSS and the windows its questions make; --profile splits the
+time of answering into its parts."""
 
 import json
 
@@ -28,3 +29,13 @@ def test_the_benchmark_file_and_a_tiny_run(tmp_path, capsys):
     assert int(windows.replace(",", "")) >= 2 * 25  # ~1,100 tokens, 35 new ones a window
     assert 0.1 < float(peak) < 2.0 and float(wall) > 0
     assert "CPU: " in out
+
+    bench.main(["2", "--context-chars", "5000", "--max-seq-length", "64", "--doc-stride", "16",
+                "--profile"])
+    out = capsys.readouterr().out
+    parts = [[c.strip() for c in line.split("|")[1:-1]] for line in out.splitlines()
+             if line.startswith("| 2 |")]
+    assert [p[2] for p in parts] == ["tokenize and count", "put windows together",
+                                     "model forward", "best-span search"]
+    assert {p[1] for p in parts} == {windows}  # the windows predict made
+    assert sum(float(p[3]) for p in parts) > 0 and "CPU: " in out
