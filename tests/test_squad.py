@@ -261,12 +261,14 @@ def _squad_sample(tmp_path):
 
 
 def _vocabularies(minilm_dir):
-    """Uncased with accents stripped (MiniLM's vocab.txt and its tokenizer.json) and cased
-    (the bundled Austen vocabulary)."""
+    """Uncased, accents stripped (MiniLM's vocab.txt and its tokenizer.json, the bundled Austen
+    vocabulary) and the same vocab.txt read cased (case and accents kept: such words are [UNK])."""
     from bert_jax import resources
     return {"minilm vocab.txt": load(os.path.join(minilm_dir, "vocab.txt")),
             "minilm tokenizer.json": load(os.path.join(minilm_dir, "tokenizer.json")),
-            "austen": load(resources.bundled("austen/vocab"))}
+            "austen": load(resources.bundled("austen/vocab")),
+            "minilm vocab.txt, cased": load(os.path.join(minilm_dir, "vocab.txt"),
+                                            lowercase=False)}
 
 
 def _pair_windows(tok, examples, max_length, stride):
