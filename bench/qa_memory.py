@@ -11,8 +11,11 @@ Contexts are never cut: a 1M-character context makes about 1,000 windows of 384 
 question, so N questions make N × 1,000 windows. Before question answering was windowed lazily
 (tasks/question_answering/windows.py), all of them were held as arrays until the job ended.
 Since 2026-12-06 (issue 39) the context is tokenized once, not once per question (~2 s each at
-1M characters), and each question's windows are put together from its tokens and the
-context's; what is left is nearly all the model's forward pass (--profile splits the time).
+1M characters), each question's windows are put together from its tokens and the context's,
+and the model runs long windows a few rows at a time: a question costs ~3.7 s here, 3.6 of
+them the model's forward (8.8 s before; --profile splits the time). 1M characters × 10 / 100
+questions: 0.54 / 0.51 GiB peak, 45 / 370 s (AMD EPYC, 2 cores, shared; AVX-512
+f/bw/cd/dq/ifma/vl/vbmi/vbmi2/vnni/bf16/bitalg/vpopcntdq; bench/RESULTS.md).
 
   python bench/qa_memory.py [N ...] [--context-chars 1000000] [--max-seq-length 384]
                             [--doc-stride 128] [--batch-size 32] [--jsonl] [--profile]

@@ -140,11 +140,9 @@ def _span_logits(config, params, batch):
 def _rows_at_once(config, rows: int, length: int) -> int:
     """Rows of a (rows, length) batch to run the model on at once: all, unless their attention
     scores pass _SCORES_BYTES; then the largest divisor of `rows` (at least 2) whose scores fit.
-    Long windows of a narrow model are memory-bound on the scores: the bench model of
-    bench/qa_memory.py (2 layers, 2 heads, width 32) at 384 tokens ran batches of 32 at
-    6.0 ms a window as one and 3.3 ms four rows at a time (AMD EPYC, 2 cores, shared); a row's
-    logits were the same bits either way. Never one row at a time: at width 256 a single row
-    gave other bits (XLA:CPU picks another matmul kernel) and was no faster."""
+    Long windows of a narrow model are memory-bound on scores that leave the cache; a few rows
+    at a time they stay, and each row's logits are the same bits (tested; figures:
+    bench/RESULTS.md). Never one row at a time: at width 256 a single row gave other bits."""
     per_row = config.num_attention_heads * length * length * 4
     fits = [g for g in range(2, rows) if rows % g == 0 and g * per_row <= _SCORES_BYTES]
     return max(fits) if rows * per_row > _SCORES_BYTES and fits else rows
