@@ -13,8 +13,8 @@ question, so N questions make N × 1,000 windows. Before question answering was 
 Since 2026-12-06 (issue 39) the context is tokenized once, not once per question (~2 s each at
 1M characters), each question's windows are put together from its tokens and the context's,
 and the model runs long windows a few rows at a time: a question costs ~3.7 s here, 3.6 of
-them the model's forward (8.8 s before; --profile splits the time). 1M characters × 10 / 100
-questions: 0.54 / 0.51 GiB peak, 45 / 370 s (AMD EPYC, 2 cores, shared; AVX-512
+them the model's forward (8.8 s before; --profile splits the time). 1M characters × 10 / 100 /
+600 questions: 0.54 / 0.51 / 0.51 GiB peak, 45 / 370 / 2,160 s (AMD EPYC, 2 cores, shared; AVX-512
 f/bw/cd/dq/ifma/vl/vbmi/vbmi2/vnni/bf16/bitalg/vpopcntdq; bench/RESULTS.md).
 
   python bench/qa_memory.py [N ...] [--context-chars 1000000] [--max-seq-length 384]
