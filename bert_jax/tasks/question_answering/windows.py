@@ -6,25 +6,19 @@ evaluation and predict (`Windows`).
 
 from __future__ import annotations
 
-import collections
-import contextlib
-import dataclasses
-import itertools
 from typing import Optional, Sequence
 
 import numpy as np
 
 from bert_jax.data.tokenizer import _restore
 from bert_jax.errors import BertJaxError
+from bert_jax.tasks.question_answering.context_tokens import (ContextTokens, Template, Tokens,
+                                                              plain)
 from bert_jax.tasks.question_answering.data import QAExample
 
 # windows per chunk: in evaluation and predict one pass of the model; bounds the features and
 # logits alive at once, however many windows a long context makes
 _ENCODE_WINDOWS = 1000
-# characters of contexts per encode_batch call: bounds the Encoding objects alive at once
-_ENCODE_CHARS = 1_000_000
-# context tokens kept as arrays for later questions (16 bytes a token: ~32 MB)
-_CACHED_TOKENS = 1 << 21
 
 
 def features(tok, examples: Sequence[QAExample], max_seq_length: int, doc_stride: int,
@@ -75,9 +69,9 @@ class Windows:
             raise BertJaxError("features: no examples")
         self.tok, self.examples = tok, examples
         self.max_seq_length, self.doc_stride = max_seq_length, doc_stride
-        self._contexts = _ContextTokens(tok)
-        with _plain(tok):
-            self.template = _Template.of(tok)
+        self._contexts = ContextTokens(tok)
+        with plain(tok):
+            self.template = Template.of(tok)
             self.counts = _check_lengths(tok, examples, max_seq_length, doc_stride,
                                          tok.num_special_tokens_to_add(True), where,
                                          self._contexts)
@@ -93,7 +87,7 @@ class Windows:
                              self.doc_stride)
             return
         for segments in _window_chunks(self.counts, _ENCODE_WINDOWS):
-            with _plain(self.tok):
+            with plain(self.tok):
                 chunk = self._assemble(segments)
             yield chunk
 
@@ -113,7 +107,7 @@ class Windows:
         index = np.empty(n, np.int32)
         row = 0
         for (i, w0, w1), question in zip(segments, questions):
-            context, q = contexts[examples[i].context], _Tokens.of(question)
+            context, q = contexts[examples[i].context], Tokens.of(question)
             rows = slice(row, row + w1 - w0)
             # the pieces before the context: specials, the question, specials (one for all rows)
             head = [t.prefix, q, t.middle]
@@ -151,145 +145,6 @@ class Windows:
             index[rows] = i
             row += w1 - w0
         return _columns(ids, types, attention, special, offsets, index)
-
-
-@dataclasses.dataclass(frozen=True)
-class _Tokens:
-    """Token columns of one text or template piece: ids, offsets (n, 2), special-token mask,
-    and (template pieces only) type ids."""
-    ids: np.ndarray
-    offsets: np.ndarray
-    special: np.ndarray
-    types: Optional[np.ndarray] = None
-
-    @staticmethod
-    def of(encoding, positions=None, types: bool = False) -> "_Tokens":
-        """An Encoding's columns, or those at `positions`."""
-        take = slice(None) if positions is None else positions
-        return _Tokens(np.asarray(encoding.ids, np.int32)[take],
-                       np.asarray(encoding.offsets, np.int32).reshape(-1, 2)[take],
-                       np.asarray(encoding.special_tokens_mask, np.int32)[take],
-                       np.asarray(encoding.type_ids, np.int32)[take] if types else None)
-
-
-@dataclasses.dataclass(frozen=True)
-class _Template:
-    """How the tokenizer's post-processor lays out a pair: the tokens it adds before the
-    question (`prefix`), between question and context (`middle`) and after the context
-    (`suffix`), and the type ids of question and context tokens; read off a probe pair."""
-    prefix: _Tokens
-    middle: _Tokens
-    suffix: _Tokens
-    a_type: int
-    b_type: int
-    pad_id: int
-    pad_type: int = 0  # Windows pads with pad_type_id=0, as transformers does
-
-    @property
-    def added(self) -> int:
-        return len(self.prefix.ids) + len(self.middle.ids) + len(self.suffix.ids)
-
-    @staticmethod
-    def of(tok) -> Optional["_Template"]:
-        """The template (truncation and padding off), or None if the pair is not laid out as
-        specials, question, specials, context, specials, each sequence's tokens its own
-        encoding's."""
-        pair = tok.encode("a b", "c d")
-        seq = [-1 if s is None else s for s in pair.sequence_ids]
-        runs = [(k, len(list(g))) for k, g in itertools.groupby(seq)]
-        kinds = [k for k, _ in runs]
-        if kinds[-1] != -1:
-            runs.append((-1, 0))
-        if kinds[0] != -1:
-            runs.insert(0, (-1, 0))
-        kinds = [k for k, _ in runs]
-        if kinds not in ([-1, 0, -1, 1, -1], [-1, 0, 1, -1]):
-            return None
-        if len(kinds) == 4:  # no tokens between the two sequences
-            runs.insert(2, (-1, 0))
-        bounds = np.cumsum([0] + [n for _, n in runs])
-        pieces = [_Tokens.of(pair, slice(bounds[j], bounds[j + 1]), types=True)
-                  for j in range(5)]
-        prefix, a, middle, b, suffix = pieces
-        for piece, text in ((a, "a b"), (b, "c d")):
-            alone = _Tokens.of(tok.encode(text, add_special_tokens=False))
-            if (len(set(piece.types.tolist())) != 1 or not np.array_equal(piece.ids, alone.ids)
-                    or not np.array_equal(piece.offsets, alone.offsets)
-                    or not np.array_equal(piece.special, alone.special)):
-                return None
-        if prefix.ids.size + middle.ids.size + suffix.ids.size != tok.num_special_tokens_to_add(
-                True):
-            return None
-        return _Template(prefix, middle, suffix, int(a.types[0]), int(b.types[0]),
-                         tok.token_to_id("[PAD]"))
-
-
-class _ContextTokens:
-    """Each distinct context tokenized once, as arrays (Encoding objects, tens of bytes a token
-    with the token strings, live only while a batch is converted); the most recently used are
-    kept up to `_CACHED_TOKENS` tokens, the last one always."""
-
-    def __init__(self, tok):
-        self.tok = tok
-        self.cache: collections.OrderedDict[str, _Tokens] = collections.OrderedDict()
-        self.tokens = 0
-
-    def lengths(self, contexts: Sequence[str]) -> dict[str, int]:
-        """Token count of each distinct context."""
-        found = {}
-        for batch in self._batches(list(dict.fromkeys(contexts))):
-            for c, tokens in self._tokens(batch).items():
-                found[c] = len(tokens.ids)
-        return found
-
-    def of(self, contexts: Sequence[str]) -> dict[str, _Tokens]:
-        """The tokens of each context (all of them held until the caller lets go)."""
-        found = {}
-        for batch in self._batches(list(dict.fromkeys(contexts))):
-            found.update(self._tokens(batch))
-        return found
-
-    def _batches(self, contexts: list[str]):
-        """Runs of contexts of about _ENCODE_CHARS characters (one encode_batch call each)."""
-        batch, chars = [], 0
-        for c in contexts:
-            batch.append(c)
-            chars += len(c)
-            if chars >= _ENCODE_CHARS:
-                yield batch
-                batch, chars = [], 0
-        if batch:
-            yield batch
-
-    def _tokens(self, contexts: list[str]) -> dict[str, _Tokens]:
-        missing = [c for c in contexts if c not in self.cache]
-        encoded = dict(zip(missing, (
-            _Tokens.of(e) for e in self.tok.encode_batch(missing, add_special_tokens=False))))
-        found = {}
-        for c in contexts:
-            if c in encoded:
-                self.cache[c] = found[c] = encoded[c]
-                self.tokens += len(encoded[c].ids)
-            else:
-                found[c] = self.cache[c]
-                self.cache.move_to_end(c)
-        while self.tokens > _CACHED_TOKENS and len(self.cache) > 1:
-            _, dropped = self.cache.popitem(last=False)
-            self.tokens -= len(dropped.ids)
-        return found
-
-
-@contextlib.contextmanager
-def _plain(tok):
-    """No truncation and no padding while inside, the tokenizer's settings restored after: the
-    Tokenizer object is shared, its settings global."""
-    old_truncation, old_padding = tok.truncation, tok.padding
-    try:
-        tok.no_truncation()
-        tok.no_padding()
-        yield
-    finally:
-        _restore(tok, old_truncation, old_padding)
 
 
 def _pairs(tok, examples, lo: int, hi: int, max_seq_length: int,
@@ -365,13 +220,13 @@ def _window_chunks(windows: list[int], size: int):
 
 
 def _check_lengths(tok, examples, max_seq_length: int, doc_stride: int, special: int,
-                   where: str, contexts: Optional[_ContextTokens] = None) -> list[int]:
+                   where: str, contexts: Optional[ContextTokens] = None) -> list[int]:
     """Refuse before the Rust tokenizer does: on a stride ≥ the context room it panics (a
     PanicException, which `except Exception` misses), on a question with no room it errors
     without naming the example. Returns each example's number of windows. `contexts` keeps
     the contexts' tokens for the windows."""
     questions = tok.encode_batch([ex.question for ex in examples], add_special_tokens=False)
-    lengths = (contexts or _ContextTokens(tok)).lengths([ex.context for ex in examples])
+    lengths = (contexts or ContextTokens(tok)).lengths([ex.context for ex in examples])
     windows = []
     for ex, q in zip(examples, questions):
         room = max_seq_length - len(q.ids) - special  # context tokens per window
