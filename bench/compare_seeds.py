@@ -81,7 +81,7 @@ def data_dir(recipe: dict, data: str) -> str:
 
 def label_names(recipe: dict, folder: str, init: str) -> tuple:
     """The class / tag names in our order (the head's rows), as our task's load reads them."""
-    from bert_jax.checkpoints import paths
+    from bert_jax.model_files import paths
     from bert_jax.data import tokenizer
     from bert_jax.tasks import classification, tables
     from bert_jax.tasks.token_classification import data as tagging

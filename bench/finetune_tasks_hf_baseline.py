@@ -41,7 +41,7 @@ import torch
 import torch.nn.functional as F
 import transformers
 
-from bert_jax.checkpoints import paths
+from bert_jax.model_files import paths
 from bert_jax.data import batches, tokenizer
 from bert_jax.tasks import classification, tables
 from bert_jax.tasks.question_answering import answers as qa_answers

@@ -43,9 +43,9 @@ LONG = " ".join(["the cat sat on the mat and the dog read a book ."] * 5)  # 65 
 def b(tmp_path_factory):
     """Tiny random models (vocab 97, H32, L2, 40 positions) in both formats, data files, a
     pretraining corpus and config: the shared, read-only inputs of every case."""
-    from bert_jax.checkpoints import huggingface as convert
-    from bert_jax.checkpoints import model_dir as pretrained
-    from bert_jax.checkpoints import paths
+    from bert_jax.model_files import huggingface as convert
+    from bert_jax.model_files import model_dir as pretrained
+    from bert_jax.model_files import paths
     from bert_jax.models.config import BertConfig
     root = tmp_path_factory.mktemp("bad_input")
     p = lambda *parts: str(root.joinpath(*parts))  # noqa: E731
@@ -1495,7 +1495,7 @@ def test_orbax_params_are_checked_before_they_are_read(b, tmp_path, monkeypatch)
     """Orbax's compressed chunks let a few KB claim arrays of any size: the metadata decides."""
     import orbax.checkpoint as ocp
 
-    from bert_jax.checkpoints import model_dir
+    from bert_jax.model_files import model_dir
     from bert_jax.errors import BertJaxError
     src = copy(b / "ours", tmp_path / "ours")
     edit_json(os.path.join(src, "config.json"), intermediate_size=40)
@@ -1514,7 +1514,7 @@ def test_a_pretraining_workdir_as_init_is_checked_before_it_is_read(b, tmp_path,
     import jax.numpy as jnp
     import orbax.checkpoint as ocp
 
-    from bert_jax.checkpoints import model_dir
+    from bert_jax.model_files import model_dir
     from bert_jax.errors import BertJaxError
     from bert_jax.models.config import BertConfig
     from bert_jax.models.task_models import ARCHITECTURES
@@ -1546,7 +1546,7 @@ def test_a_pretraining_workdir_as_init_is_checked_before_it_is_read(b, tmp_path,
 
 def test_integer_position_ids_stay_allowed(b, tmp_path):
     """The one integer tensor the Hugging Face format has (a buffer older releases saved)."""
-    from bert_jax.checkpoints.huggingface import load_hf
+    from bert_jax.model_files.huggingface import load_hf
     src = copy(b / "hf", tmp_path / "src")
     _edit_tensors(src, lambda s: s.update({"bert.embeddings.position_ids":
                                            np.arange(40, dtype=np.int64)[None]}))

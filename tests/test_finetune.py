@@ -15,7 +15,7 @@ from bert_jax.tasks.classification import classification_scores
 from bert_jax import cli
 from bert_jax.training import finetune as finetuner
 from bert_jax import inference
-from bert_jax.checkpoints import model_dir as pretrained
+from bert_jax.model_files import model_dir as pretrained
 from bert_jax.errors import BertJaxError
 from bert_jax.training.finetune_config import FinetuneConfig
 

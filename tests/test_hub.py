@@ -9,8 +9,8 @@ import pytest
 from conftest import make_hf_model
 
 from bert_jax import cli
-from bert_jax.checkpoints import hub
-from bert_jax.checkpoints.model_dir import load_pretrained
+from bert_jax.model_files import hub
+from bert_jax.model_files.model_dir import load_pretrained
 from bert_jax.errors import BertJaxError
 
 COMMITS = {"v1": "a" * 40, "main": "b" * 40}  # tag v1 → seed 1, main → seed 2
@@ -50,7 +50,7 @@ def test_an_id_is_its_cached_snapshot_offline(cache):
     assert hub.local_model("org/tiny") == str(snapshot)
     np.testing.assert_array_equal(_kernel("org/tiny"), _kernel(str(snapshot)))
     # fine-tuning copies the init's vocabulary beside its export: the snapshot's
-    from bert_jax.checkpoints import paths
+    from bert_jax.model_files import paths
     assert paths.vocab_files("org/tiny") == [str(snapshot / "vocab.txt")]
 
 

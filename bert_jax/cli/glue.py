@@ -63,7 +63,7 @@ def _numbers(text: str, kind, flag: str) -> tuple:
 def _removed_before_any_run(workdir: str):
     """A workdir this command creates is removed again when bad input stops it before its
     first run starts (refused data leaves nothing behind); later, runs are kept."""
-    from bert_jax.checkpoints import paths
+    from bert_jax.model_files import paths
     new = not os.path.exists(workdir)
     try:
         yield

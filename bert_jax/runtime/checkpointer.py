@@ -13,7 +13,7 @@ import re
 import jax
 import orbax.checkpoint as ocp
 
-from bert_jax.checkpoints.paths import checkpoint_dir
+from bert_jax.model_files.paths import checkpoint_dir
 from bert_jax.errors import BertJaxError
 
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Optional, Sequence
 
 import numpy as np
 
-from bert_jax.checkpoints import atomic
+from bert_jax.model_files import atomic
 from bert_jax.data import tokenizer
 from bert_jax.errors import BertJaxError
 from bert_jax.tasks import classification, tables

@@ -19,7 +19,7 @@ import shutil
 import time
 from typing import Callable
 
-from bert_jax.checkpoints import atomic, model_dir, paths
+from bert_jax.model_files import atomic, model_dir, paths
 from bert_jax.errors import BertJaxError
 from bert_jax.tasks.glue import benchmark, scores, submission, table
 from bert_jax.tasks.glue.benchmark import HUB, GlueTask

@@ -14,7 +14,7 @@ import os
 
 import numpy as np
 
-from bert_jax.checkpoints import atomic, paths
+from bert_jax.model_files import atomic, paths
 from bert_jax.errors import BertJaxError
 from bert_jax.tasks.glue import reading
 from bert_jax.tasks.glue.benchmark import GlueTask

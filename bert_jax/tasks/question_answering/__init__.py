@@ -11,7 +11,7 @@ import json
 import logging
 from typing import Optional, Sequence
 
-from bert_jax.checkpoints import atomic, paths
+from bert_jax.model_files import atomic, paths
 from bert_jax.tasks import tables
 from bert_jax.tasks.question_answering import answers, data, windows as qa_windows
 from bert_jax.tasks.question_answering.scores import squad_scores

@@ -11,7 +11,7 @@ import logging
 import os
 from typing import Optional, Sequence
 
-from bert_jax.checkpoints import atomic
+from bert_jax.model_files import atomic
 from bert_jax.errors import BertJaxError
 from bert_jax.tasks import tables
 from bert_jax.tasks.task import (INPUTS, EvalSplit, Predictor, PredictRequest, Task, TaskData,

@@ -1,7 +1,7 @@
 """Model directories: ours (config.json + orbax params + vocab) and Hugging Face's, read alike.
 
 `load_pretrained(path)` is the one entry point scripts use to get (config, params) from any
-kind of directory checkpoints.paths knows: ours, Hugging Face's, or a workdir.
+kind of directory model_files/paths.py knows: ours, Hugging Face's, or a workdir.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bert_jax.checkpoints import hub, paths
-from bert_jax.checkpoints.atomic import atomic_directory
-from bert_jax.checkpoints.huggingface import (check_layers, check_shapes, copy_vocab_files,
+from bert_jax.model_files import hub, paths
+from bert_jax.model_files.atomic import atomic_directory
+from bert_jax.model_files.huggingface import (check_layers, check_shapes, copy_vocab_files,
                                               load_hf, named_architecture, to_state_dict)
 from bert_jax.errors import BertJaxError
 from bert_jax.models.config import BertConfig
@@ -105,7 +105,7 @@ def _check_metadata(config: BertConfig, meta: dict, name: Optional[str]) -> None
 def load_pretrained(path: str) -> tuple[BertConfig, dict]:
     """(config, params) from our model directory, a pretraining workdir (its latest checkpoint),
     a fine-tuning workdir (its best epoch) or a Hugging Face BERT directory; or a Hub id
-    `org/name[@revision]` naming one (checkpoints/hub.py; a local path wins).
+    `org/name[@revision]` naming one (model_files/hub.py; a local path wins).
 
     params["bert"] always holds the BertModel parameters; heads sit under their own keys.
     """

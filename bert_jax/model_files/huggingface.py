@@ -20,9 +20,9 @@ import numpy as np
 from flax import traverse_util
 
 from bert_jax import json_limits
-from bert_jax.checkpoints.atomic import atomic_directory
-from bert_jax.checkpoints.paths import CONFIG, SAFETENSORS
-from bert_jax.checkpoints.weight_files import missing_dir_reason, read_state_dict
+from bert_jax.model_files.atomic import atomic_directory
+from bert_jax.model_files.paths import CONFIG, SAFETENSORS
+from bert_jax.model_files.weight_files import missing_dir_reason, read_state_dict
 from bert_jax.errors import BertJaxError
 from bert_jax.models.config import BertConfig
 from bert_jax.models.encoder import BertModel, Pooler
