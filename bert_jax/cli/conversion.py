@@ -1,5 +1,5 @@
-"""`bert-jax convert` and `bert-jax parity`: moving checkpoints between frameworks, and checking
-that ours computes what transformers does."""
+"""`bert-jax convert` and `bert-jax parity`: moving model directories between frameworks, and
+checking that ours computes what transformers does."""
 
 from __future__ import annotations
 
