@@ -1,8 +1,8 @@
 """bert_jax: BERT in JAX/Flax Linen — model, pretraining, fine-tuning, Hugging Face conversion.
 
 Subpackages, lowest layer first (a module imports only from its own layer and those below):
-resources → models/ops → models → data → model_files → runtime → inference → tasks → training →
-configs → cli.
+resources → models/ops → models → data → model_files → runtime → inference → tasks →
+training → glue → configs → cli.
 
 The names below load on first use (PEP 562), so that `bert_jax.data` alone — in a data
 preparation worker process, say — does not import JAX.

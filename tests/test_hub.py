@@ -136,13 +136,14 @@ def test_the_data_caches_are_keyed_on_the_revision():
     pinned run never reuses rows read at another revision."""
     from bert_jax import resources
     from bert_jax.data import text_sources, tokenizer
-    from bert_jax.training import glue_data, pretrain_config, pretrain_corpus
+    from bert_jax.glue import workdir_data
+    from bert_jax.training import pretrain_config, pretrain_corpus
     tok = tokenizer.load(resources.bundled("austen/vocab"))
     cfg = pretrain_config.PretrainConfig()
     keys = {pretrain_corpus._cache_key(cfg, text_sources.list_sources(None, dataset=name), tok)
             for name in ("org/books", "org/books@v1", "org/books@v2")}
     assert len(keys) == 3
-    assert len({glue_data.source_of("", hub) for hub in (
+    assert len({workdir_data.source_of("", hub) for hub in (
         "nyu-mll/glue", "nyu-mll/glue@v1", "nyu-mll/glue@v2")}) == 3
 
 
