@@ -122,8 +122,8 @@ def loads(monkeypatch):
 
 def test_every_hub_dataset_reader_passes_the_revision(loads):
     from bert_jax.data import text_sources
-    from bert_jax.tasks import tables
-    tables.load_splits("org/reviews@v2", "small", {"train": ""})
+    from bert_jax.tasks import table_files
+    table_files.load_splits("org/reviews@v2", "small", {"train": ""})
     source, = text_sources.list_sources(None, dataset="org/books@v3", dataset_config="en")
     list(text_sources._dataset_records(source, "text", 0, 1))
     assert loads == [(("org/reviews", "small"), {"revision": "v2"}),

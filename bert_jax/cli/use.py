@@ -10,7 +10,7 @@ import sys
 from bert_jax import tasks  # imports no JAX or datasets: --help stays fast
 from bert_jax.cli import flags
 from bert_jax.errors import BertJaxError
-from bert_jax.tasks import tables
+from bert_jax.tasks import table_files
 from bert_jax.tasks.task import PredictRequest
 
 
@@ -136,7 +136,7 @@ def fill_mask(args) -> None:
         raise BertJaxError("--output: required with --input (a FILE.jsonl)")
     atomic.check_output_file(args.output, (".jsonl",), args.input)
     config, params, tok = inference.load(args.model, head="predictions")
-    _, texts, _ = tables.read_texts(args.input, args.text_column, "")
+    _, texts, _ = table_files.read_texts(args.input, args.text_column, "")
     limit = config.max_position_embeddings
     _, warnings = inference.fit_length(config, tok, texts, None, limit, args.batch_size)
     predictions = inference.fill_masks(config, params, tok, texts, args.top_k, args.batch_size,
@@ -179,7 +179,7 @@ def embed(args) -> None:
     config, params, tok = inference.load(args.model)
     if layers is not None:
         inference.check_layers(config, layers)
-    _, texts, _ = tables.read_texts(args.input, args.text_column, "")
+    _, texts, _ = table_files.read_texts(args.input, args.text_column, "")
     length = _fit_length(args, config, tok, texts, None)
     vectors = inference.embed(config, params, tok, texts, args.pooling, length,
                               args.batch_size, args.normalize, layers=layers)
