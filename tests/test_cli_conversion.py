@@ -1,4 +1,5 @@
-"""`bert-jax convert` / `parity` end to end, and one clean line for every bad checkpoint."""
+"""cli/conversion.py: `bert-jax convert` / `parity` end to end, and one clean line for every bad
+checkpoint."""
 
 import json
 import os
