@@ -145,7 +145,7 @@ def random_model(export: str, seed: int, out: str) -> str:
     import torch
     import transformers
 
-    from bert_jax.checkpoints import paths
+    from bert_jax.model_files import paths
     if os.path.isfile(os.path.join(out, "config.json")):
         return out
     config = transformers.BertConfig.from_json_file(os.path.join(export, "config.json"))
@@ -165,8 +165,8 @@ def random_start_model(export: str, pretrained: str, seed: int, out: str) -> str
     import jax
     import numpy as np
 
-    from bert_jax.checkpoints import paths
-    from bert_jax.checkpoints.huggingface import save_hf
+    from bert_jax.model_files import paths
+    from bert_jax.model_files.huggingface import save_hf
     from bert_jax.models import BertConfig, BertForPreTraining
     from bert_jax.training import run_record
     from bert_jax.training.initial_params import starting_params
@@ -191,8 +191,8 @@ def redrawn_model(export: str, pattern: str, seed: int, out: str) -> str:
     import numpy as np
     from flax import traverse_util
 
-    from bert_jax.checkpoints import paths
-    from bert_jax.checkpoints.huggingface import load_hf, save_hf
+    from bert_jax.model_files import paths
+    from bert_jax.model_files.huggingface import load_hf, save_hf
     from bert_jax.models import BertForPreTraining
     config, params = load_hf(export)
     fresh = BertForPreTraining(config).init(jax.random.key(seed), np.ones((1, 8), np.int32))[

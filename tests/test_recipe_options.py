@@ -210,7 +210,7 @@ def test_a_time_budget_stops_the_run_checkpointed_and_exported(pretrain_setup, t
     assert 5 < last < 1_000_000
     assert any(m.startswith("time budget of ") and " minutes spent at step " in m
                for m in caplog.messages), caplog.messages
-    from bert_jax.checkpoints.paths import latest_checkpoint_step
+    from bert_jax.model_files.paths import latest_checkpoint_step
     assert latest_checkpoint_step(str(tmp_path)) == last
     spent = json.load(open(tmp_path / time_budget.FILE))["elapsed_seconds"][str(last)]
     assert budget * 60 <= spent < budget * 60 + 20
