@@ -43,8 +43,8 @@ def describe(workdir: str, text: str) -> str:
     import jax.numpy as jnp
     from time_to_accuracy import head_entropy, head_neighbour_mass
 
-    from bert_jax.checkpoints import paths
-    from bert_jax.checkpoints.model_dir import latest_checkpoint_params
+    from bert_jax.model_files import paths
+    from bert_jax.model_files.model_dir import latest_checkpoint_params
     from bert_jax.data import tokenizer
     from bert_jax.models import BertConfig, BertModel
     step, params = latest_checkpoint_params(workdir)

@@ -81,9 +81,9 @@ def data_dir(recipe: dict, data: str) -> str:
 
 def label_names(recipe: dict, folder: str, init: str) -> tuple:
     """The class / tag names in our order (the head's rows), as our task's load reads them."""
-    from bert_jax.checkpoints import paths
+    from bert_jax.model_files import paths
     from bert_jax.data import tokenizer
-    from bert_jax.tasks import classification, tables
+    from bert_jax.tasks import classification, table_files
     from bert_jax.tasks.token_classification import data as tagging
     train = os.path.join(folder, recipe["train"])
     if recipe["task"] == "token-classification":
@@ -91,7 +91,7 @@ def label_names(recipe: dict, folder: str, init: str) -> tuple:
         return tuple(tagging.tag_names(splits["train"][2]))
     if recipe["task"] == "sequence-classification":
         tok = tokenizer.load(paths.vocab_dir(init))
-        splits = tables.load_splits("", "", {"train": train})
+        splits = table_files.load_splits("", "", {"train": train})
         names, _ = classification.encode_splits(splits, tok, "text", "", "label", 8)
         return names
     return ()

@@ -41,9 +41,9 @@ import torch
 import torch.nn.functional as F
 import transformers
 
-from bert_jax.checkpoints import paths
+from bert_jax.model_files import paths
 from bert_jax.data import batches, tokenizer
-from bert_jax.tasks import classification, tables
+from bert_jax.tasks import classification, table_files
 from bert_jax.tasks.question_answering import answers as qa_answers
 from bert_jax.tasks.question_answering import data as squad, windows as qa_windows
 from bert_jax.tasks.question_answering.scores import squad_scores
@@ -103,7 +103,7 @@ if qa:
     model = transformers.BertForQuestionAnswering.from_pretrained(args.init_dir)
     sizes = {"train_questions": len(train_examples), "validation_questions": len(valid_examples)}
 elif classify:  # what tasks/classification.load builds
-    splits = tables.load_splits("", "", {"train": train_file, "validation": valid_file})
+    splits = table_files.load_splits("", "", {"train": train_file, "validation": valid_file})
     names, data = classification.encode_splits(splits, tok, args.text_column, "",
                                                args.label_column, L)
     train, valid = data["train"], data["validation"]

@@ -28,9 +28,11 @@ A seed sets the fine-tuning seed (head init, dropout, batch order) of every arm,
 seed is the same head and batch order on both sides, and the random arm's draw. Every arm
 trains --epochs epochs and keeps its best epoch on dev (the job's own best-epoch rule); the
 test file is scored once, with that epoch. Each run writes RESULTS/RECIPE/TASK-N/ARM/
-lr{rate}-seed{seed}.json (recipe, export, task, labels, arm, seed, rate, options, dev and test
-scores), so the protocol stops and resumes (a run whose file exists is skipped, a killed run
-resumes from its checkpoint) and every table is recomputed from the files. `--config.F=V`
+lr{rate}-seed{seed}.json (recipe, export and its sha256, task, labels, arm, seed, rate, options,
+dev and test scores), so the protocol stops and resumes (a run whose file exists is skipped, a
+killed run resumes from its checkpoint) and every table is recomputed from the files. A
+pretraining workdir rebuilt later (a step-based run repeats bit for bit) adds to a recipe's
+results only if its export has the same sha256 as theirs. `--config.F=V`
 options (e.g. reinit_layers=1) apply to every arm alike and are recorded; a results folder
 holds one set of options (name the recipe differently to compare others, e.g. default+reinit).
 
@@ -47,6 +49,7 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
+import hashlib
 import json
 import math
 import os
@@ -145,7 +148,7 @@ def random_model(export: str, seed: int, out: str) -> str:
     import torch
     import transformers
 
-    from bert_jax.checkpoints import paths
+    from bert_jax.model_files import paths
     if os.path.isfile(os.path.join(out, "config.json")):
         return out
     config = transformers.BertConfig.from_json_file(os.path.join(export, "config.json"))
@@ -165,8 +168,8 @@ def random_start_model(export: str, pretrained: str, seed: int, out: str) -> str
     import jax
     import numpy as np
 
-    from bert_jax.checkpoints import paths
-    from bert_jax.checkpoints.huggingface import save_hf
+    from bert_jax.model_files import paths
+    from bert_jax.model_files.huggingface import save_hf
     from bert_jax.models import BertConfig, BertForPreTraining
     from bert_jax.training import run_record
     from bert_jax.training.initial_params import starting_params
@@ -191,8 +194,8 @@ def redrawn_model(export: str, pattern: str, seed: int, out: str) -> str:
     import numpy as np
     from flax import traverse_util
 
-    from bert_jax.checkpoints import paths
-    from bert_jax.checkpoints.huggingface import load_hf, save_hf
+    from bert_jax.model_files import paths
+    from bert_jax.model_files.huggingface import load_hf, save_hf
     from bert_jax.models import BertForPreTraining
     config, params = load_hf(export)
     fresh = BertForPreTraining(config).init(jax.random.key(seed), np.ones((1, 8), np.int32))[
@@ -240,11 +243,31 @@ def finetune_once(init: str, overrides: list[str], workdir: str) -> dict:
             "wall_s": round(time.perf_counter() - t, 1)}
 
 
+def export_fingerprint(pretrained: str) -> str:
+    """sha256 of the export's weights and config: a workdir rebuilt in another session (runs/
+    is not kept) joins a recipe's results only if its export is bit for bit the same."""
+    digest = hashlib.sha256()
+    for name in ("config.json", "model.safetensors"):
+        with open(os.path.join(pretrained, "export", name), "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def _check_export(path: str, fingerprint: str) -> None:
+    with open(path, encoding="utf-8") as f:
+        saved = json.load(f).get("export_sha256")
+    if saved is not None and saved != fingerprint:
+        raise SystemExit(f"{path}: came from an export with sha256 {saved[:12]}…, not this "
+                         f"one ({fingerprint[:12]}…): give this recipe another name")
+
+
 def run_protocol(args, options: list[str]) -> None:
     for name, pretrained in args.recipe:
         if not os.path.isfile(os.path.join(pretrained, "export", "config.json")):
             raise SystemExit(f"{pretrained}/export: no exported model (run the pretraining "
                              f"to its end)")
+        fingerprint = export_fingerprint(pretrained)
         for task, labels in args.tasks:
             files = task_files(task, labels, args.work, args.data)
             for seed in args.seeds:
@@ -254,6 +277,7 @@ def run_protocol(args, options: list[str]) -> None:
                         path = result_path(args.results, name, task, labels, arm, rate, seed)
                         if os.path.isfile(path):
                             _check_options(path, options)
+                            _check_export(path, fingerprint)
                             continue
                         init = init or arm_model(arm, pretrained, seed,
                                                  os.path.join(args.work, "models", name),
@@ -265,6 +289,7 @@ def run_protocol(args, options: list[str]) -> None:
                         scores = finetune_once(init, overrides, workdir)
                         record = {"recipe": name, "pretrained": pretrained, "task": task,
                                   "labels": labels, "arm": arm, "seed": seed, "rate": rate,
+                                  "export_sha256": fingerprint,
                                   "epochs": args.epochs, "options": options,
                                   **({"redraw": args.redraw} if arm == "redrawn" else {}),
                                   **scores}

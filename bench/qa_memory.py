@@ -81,8 +81,8 @@ def make_model(directory: str, max_positions: int) -> str:
     import jax.numpy as jnp
 
     from bert_jax import resources
-    from bert_jax.checkpoints import paths
-    from bert_jax.checkpoints.huggingface import save_hf
+    from bert_jax.model_files import paths
+    from bert_jax.model_files.huggingface import save_hf
     from bert_jax.models import BertForQuestionAnswering
     from bert_jax.models.config import BertConfig
     vocab = resources.bundled("austen/vocab")

@@ -312,7 +312,7 @@ class TorchTrainer:
         import torch
         import transformers
 
-        from bert_jax.checkpoints.huggingface import save_hf
+        from bert_jax.model_files.huggingface import save_hf
         from bert_jax.runtime import rng
         from bert_jax.training import steps
         cfg = self.cfg = s.cfg

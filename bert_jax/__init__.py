@@ -1,8 +1,8 @@
 """bert_jax: BERT in JAX/Flax Linen — model, pretraining, fine-tuning, Hugging Face conversion.
 
 Subpackages, lowest layer first (a module imports only from its own layer and those below):
-resources → models/ops → models → data → checkpoints → runtime → inference → tasks → training →
-configs → cli.
+resources → models/ops → models → data → model_files → runtime → inference → tasks →
+training → glue → configs → cli.
 
 The names below load on first use (PEP 562), so that `bert_jax.data` alone — in a data
 preparation worker process, say — does not import JAX.
@@ -17,7 +17,7 @@ from bert_jax.errors import BertJaxError
 
 from bert_jax.resources import VERSION as __version__  # noqa: F401
 
-_LAZY = {"load_pretrained": "bert_jax.checkpoints.model_dir",
+_LAZY = {"load_pretrained": "bert_jax.model_files.model_dir",
          **{name: "bert_jax.models" for name in (
              "BertConfig", "BertModel", "BertForPreTraining", "BertForMaskedLM",
              "BertForSequenceClassification", "BertForQuestionAnswering",
@@ -29,7 +29,7 @@ __all__ = ["BertConfig", "BertJaxError", "BertModel", "BertForPreTraining", "Ber
            "load_pretrained"]
 
 if TYPE_CHECKING:  # for readers and type checkers: what the lazy names are
-    from bert_jax.checkpoints.model_dir import load_pretrained  # noqa: F401
+    from bert_jax.model_files.model_dir import load_pretrained  # noqa: F401
     from bert_jax.models import (BertConfig, BertForMaskedLM,  # noqa: F401
                                  BertForMultipleChoice, BertForPreTraining,
                                  BertForQuestionAnswering, BertForSequenceClassification,

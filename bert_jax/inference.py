@@ -15,8 +15,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bert_jax.checkpoints import hub, paths
-from bert_jax.checkpoints.model_dir import load_pretrained
+from bert_jax.model_files import hub, paths
+from bert_jax.model_files.model_dir import load_pretrained
 from bert_jax.data import batches, buckets, tokenizer
 from bert_jax.errors import BertJaxError
 from bert_jax.models import BertForMaskedLM, BertModel

@@ -28,7 +28,7 @@ def _kill_at_commit(step: str) -> None:
 
 
 def _disk_full_after(step: str) -> None:
-    from bert_jax.runtime import checkpointer as checkpoint
+    from bert_jax.runtime import train_state_checkpoints as checkpoint
     save, full = checkpoint.Checkpointer.save, []
 
     def save_on_a_full_disk(self, at, state, force=False):

@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from bert_jax.checkpoints import atomic
+from bert_jax.model_files import atomic
 
 
 def write_version(directory, version: str) -> None:

@@ -43,9 +43,9 @@ LONG = " ".join(["the cat sat on the mat and the dog read a book ."] * 5)  # 65 
 def b(tmp_path_factory):
     """Tiny random models (vocab 97, H32, L2, 40 positions) in both formats, data files, a
     pretraining corpus and config: the shared, read-only inputs of every case."""
-    from bert_jax.checkpoints import huggingface as convert
-    from bert_jax.checkpoints import model_dir as pretrained
-    from bert_jax.checkpoints import paths
+    from bert_jax.model_files import huggingface as convert
+    from bert_jax.model_files import model_dir as pretrained
+    from bert_jax.model_files import paths
     from bert_jax.models.config import BertConfig
     root = tmp_path_factory.mktemp("bad_input")
     p = lambda *parts: str(root.joinpath(*parts))  # noqa: E731
@@ -1296,38 +1296,38 @@ def pretrain_jsonl_line_over_the_limit(b, t):
 
 @case
 def finetune_jsonl_row_over_the_limit(b, t):
-    from bert_jax.tasks import tables
+    from bert_jax.tasks import table_files
     train = long_line_rows(t / "train.jsonl", 1000, text="a good film", label="pos")
     return Case(finetune(b, t, train=train),
                 f"{train}:2: line longer than 1,000 bytes; a table row this long is refused",
-                absent=(t / "work",), patch=((tables, "MAX_ROW_BYTES", 1000),))
+                absent=(t / "work",), patch=((table_files, "MAX_ROW_BYTES", 1000),))
 
 
 @case
 def finetune_csv_row_over_the_limit(b, t):
-    from bert_jax.tasks import tables
+    from bert_jax.tasks import table_files
     (t / "train.csv").write_text("text,label\na good film,pos\n" + "good " * 300 + ",pos\n")
     return Case(finetune(b, t, train=t / "train.csv"),
                 f"{t / 'train.csv'}:3: line longer than 1,000 bytes; a table row this long",
-                absent=(t / "work",), patch=((tables, "MAX_ROW_BYTES", 1000),))
+                absent=(t / "work",), patch=((table_files, "MAX_ROW_BYTES", 1000),))
 
 
 @case
 def predict_jsonl_row_over_the_limit(b, t):
-    from bert_jax.tasks import tables
+    from bert_jax.tasks import table_files
     source = long_line_rows(t / "in.jsonl", 1000, text="a good film")
     return Case(predict(b, t, input=source, output=t / "pred.jsonl"),
                 f"{source}:2: line longer than 1,000 bytes; a table row this long is refused",
-                absent=(t / "pred.jsonl",), patch=((tables, "MAX_ROW_BYTES", 1000),))
+                absent=(t / "pred.jsonl",), patch=((table_files, "MAX_ROW_BYTES", 1000),))
 
 
 @case
 def predict_qa_jsonl_row_over_the_limit(b, t):
-    from bert_jax.tasks import tables
+    from bert_jax.tasks import table_files
     source = long_line_rows(t / "q.jsonl", 1000, question="what sat ?", context="the cat sat")
     return Case(predict(b, t, model=path(b, "hf_qa"), input=source, output=t / "a.jsonl"),
                 f"{source}:2: line longer than 1,000 bytes; a table row this long is refused",
-                absent=(t / "a.jsonl",), patch=((tables, "MAX_ROW_BYTES", 1000),))
+                absent=(t / "a.jsonl",), patch=((table_files, "MAX_ROW_BYTES", 1000),))
 
 
 @case
@@ -1457,12 +1457,12 @@ def test_a_local_table_read_leaves_no_copy_in_the_datasets_cache(tmp_path, monke
 
     import datasets
 
-    from bert_jax.tasks import tables
+    from bert_jax.tasks import table_files
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "hf_cache"))
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
     (tmp_path / "t.csv").write_text("text,label\na good film,pos\nbad,neg\n", encoding="utf-8")
-    table = tables.read_table(str(tmp_path / "t.csv"))
+    table = table_files.read_table(str(tmp_path / "t.csv"))
     assert table["text"] == ["a good film", "bad"]
     assert not (tmp_path / "hf_cache").exists() and os.listdir(tmp_path / "tmp") == []
 
@@ -1495,7 +1495,7 @@ def test_orbax_params_are_checked_before_they_are_read(b, tmp_path, monkeypatch)
     """Orbax's compressed chunks let a few KB claim arrays of any size: the metadata decides."""
     import orbax.checkpoint as ocp
 
-    from bert_jax.checkpoints import model_dir
+    from bert_jax.model_files import model_dir
     from bert_jax.errors import BertJaxError
     src = copy(b / "ours", tmp_path / "ours")
     edit_json(os.path.join(src, "config.json"), intermediate_size=40)
@@ -1514,7 +1514,7 @@ def test_a_pretraining_workdir_as_init_is_checked_before_it_is_read(b, tmp_path,
     import jax.numpy as jnp
     import orbax.checkpoint as ocp
 
-    from bert_jax.checkpoints import model_dir
+    from bert_jax.model_files import model_dir
     from bert_jax.errors import BertJaxError
     from bert_jax.models.config import BertConfig
     from bert_jax.models.task_models import ARCHITECTURES
@@ -1546,7 +1546,7 @@ def test_a_pretraining_workdir_as_init_is_checked_before_it_is_read(b, tmp_path,
 
 def test_integer_position_ids_stay_allowed(b, tmp_path):
     """The one integer tensor the Hugging Face format has (a buffer older releases saved)."""
-    from bert_jax.checkpoints.huggingface import load_hf
+    from bert_jax.model_files.huggingface import load_hf
     src = copy(b / "hf", tmp_path / "src")
     _edit_tensors(src, lambda s: s.update({"bert.embeddings.position_ids":
                                            np.arange(40, dtype=np.int64)[None]}))

@@ -8,10 +8,10 @@ import pytest
 from conftest import make_hf_model
 from safetensors.numpy import load_file
 
-from bert_jax.checkpoints import parity
-from bert_jax.checkpoints.huggingface import load_hf, read_state_dict, save_hf
+from bert_jax.model_files import parity
+from bert_jax.model_files.huggingface import load_hf, read_state_dict, save_hf
 from bert_jax.models.task_models import BertForPreTraining
-from bert_jax.checkpoints.model_dir import load_pretrained, save_model_dir
+from bert_jax.model_files.model_dir import load_pretrained, save_model_dir
 
 SHAPES = [  # (hidden, heads, layers, intermediate, hidden_act, batch, seq_len)
     (16, 1, 1, 40, "gelu", 2, 7),

@@ -39,7 +39,7 @@ def half_written(workdir) -> list[str]:
 def params_of(workdir) -> dict:
     from flax import traverse_util
 
-    from bert_jax.checkpoints.model_dir import latest_checkpoint_params as latest_params
+    from bert_jax.model_files.model_dir import latest_checkpoint_params as latest_params
     step, params = latest_params(str(workdir))
     return step, traverse_util.flatten_dict(params)
 

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 from bert_jax.tasks import classification as classification_data
-from bert_jax.tasks import tables
+from bert_jax.tasks import table_files
 from bert_jax.tasks.classification import classification_scores
 from bert_jax import cli
 from bert_jax.training import finetune as finetuner
 from bert_jax import inference
-from bert_jax.checkpoints import model_dir as pretrained
+from bert_jax.model_files import model_dir as pretrained
 from bert_jax.errors import BertJaxError
 from bert_jax.training.finetune_config import FinetuneConfig
 
@@ -258,7 +258,7 @@ def test_label_maps_and_sentence_pairs(minilm_dir, tmp_path, caplog):
         {"a": "x", "b": None, "y": 2}, {"a": "birds fly", "b": "south", "y": 10}]))
     val = tmp_path / "val.csv"
     val.write_text("a,b,y\nfish swim,in water,2\nhello,there,10\n")
-    splits = tables.load_splits(files={"train": str(train), "validation": str(val)})
+    splits = table_files.load_splits(files={"train": str(train), "validation": str(val)})
     with caplog.at_level("WARNING"):
         names, data = classification_data.encode_splits(splits, tok, "a", "b", "y", 16)
     assert names == ("2", "10")  # integers sort numerically
@@ -267,7 +267,7 @@ def test_label_maps_and_sentence_pairs(minilm_dir, tmp_path, caplog):
         == [0, 1]
     assert data["train"]["input_ids"].shape == (3, 16)
     assert data["train"]["token_type_ids"][0].tolist()[:8] == [0, 0, 0, 0, 0, 1, 1, 1]
-    splits = {"train": ("t", tables.read_table(str(val)))}
+    splits = {"train": ("t", table_files.read_table(str(val)))}
     # strings sort as text
     names, _ = classification_data.encode_splits(splits, tok, "a", "", "b", 16)
     assert names == ("in water", "there")

@@ -13,7 +13,7 @@ import pytest
 import task_fixtures as fx
 
 from bert_jax import cli
-from bert_jax.checkpoints import model_dir
+from bert_jax.model_files import model_dir
 from bert_jax.data import tokenizer
 from bert_jax.models import task_models
 

@@ -13,8 +13,8 @@ from task_fixtures import random_bert_dir
 from test_glue_data import FIXTURES
 
 from bert_jax import cli
-from bert_jax.tasks.glue import benchmark, reading, submission
-from bert_jax.tasks.glue.benchmark import BENCHMARK
+from bert_jax.glue import benchmark, reading, submission
+from bert_jax.glue.benchmark import BENCHMARK
 
 FLAGS = ("--epochs", "1", "--batch-size", "8", "--max-seq-length", "32",
          "--eval-batch-size", "8", "--data-dir", FIXTURES)
@@ -191,7 +191,7 @@ def test_settings_saved_before_init_was_renamed_are_read_as_init_from(tmp_path):
     """A glue_settings.json that says "init" (saved before the rename): a rerun with the same
     model goes on and saves the new name; one with another model is still refused."""
     from bert_jax.errors import BertJaxError
-    from bert_jax.training.glue import GlueSettings, _check_workdir
+    from bert_jax.glue.job import GlueSettings, _check_workdir
     old = {"init": "m", "epochs": 3, "batch_size": 32, "max_seq_length": 128}
     path = tmp_path / "glue_settings.json"
     path.write_text(json.dumps(old))

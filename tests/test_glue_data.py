@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from bert_jax.errors import BertJaxError
-from bert_jax.tasks.glue import benchmark, reading, scores, submission
-from bert_jax.tasks.glue.benchmark import BENCHMARK
+from bert_jax.glue import benchmark, reading, scores, submission
+from bert_jax.glue.benchmark import BENCHMARK
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "glue")
 SIZES = {"train": 24, "validation": 12, "validation_mismatched": 12, "test": 8,

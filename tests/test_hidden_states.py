@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from conftest import make_hf_model
 
-from bert_jax.checkpoints import parity
-from bert_jax.checkpoints.huggingface import load_hf
+from bert_jax.model_files import parity
+from bert_jax.model_files.huggingface import load_hf
 from bert_jax.models.config import BertConfig
 from bert_jax.models.encoder import BertModel, BertOutput
 

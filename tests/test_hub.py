@@ -9,8 +9,8 @@ import pytest
 from conftest import make_hf_model
 
 from bert_jax import cli
-from bert_jax.checkpoints import hub
-from bert_jax.checkpoints.model_dir import load_pretrained
+from bert_jax.model_files import hub
+from bert_jax.model_files.model_dir import load_pretrained
 from bert_jax.errors import BertJaxError
 
 COMMITS = {"v1": "a" * 40, "main": "b" * 40}  # tag v1 → seed 1, main → seed 2
@@ -50,7 +50,7 @@ def test_an_id_is_its_cached_snapshot_offline(cache):
     assert hub.local_model("org/tiny") == str(snapshot)
     np.testing.assert_array_equal(_kernel("org/tiny"), _kernel(str(snapshot)))
     # fine-tuning copies the init's vocabulary beside its export: the snapshot's
-    from bert_jax.checkpoints import paths
+    from bert_jax.model_files import paths
     assert paths.vocab_files("org/tiny") == [str(snapshot / "vocab.txt")]
 
 
@@ -122,8 +122,8 @@ def loads(monkeypatch):
 
 def test_every_hub_dataset_reader_passes_the_revision(loads):
     from bert_jax.data import text_sources
-    from bert_jax.tasks import tables
-    tables.load_splits("org/reviews@v2", "small", {"train": ""})
+    from bert_jax.tasks import table_files
+    table_files.load_splits("org/reviews@v2", "small", {"train": ""})
     source, = text_sources.list_sources(None, dataset="org/books@v3", dataset_config="en")
     list(text_sources._dataset_records(source, "text", 0, 1))
     assert loads == [(("org/reviews", "small"), {"revision": "v2"}),
@@ -136,13 +136,14 @@ def test_the_data_caches_are_keyed_on_the_revision():
     pinned run never reuses rows read at another revision."""
     from bert_jax import resources
     from bert_jax.data import text_sources, tokenizer
-    from bert_jax.training import glue_data, pretrain_config, pretrain_corpus
+    from bert_jax.glue import workdir_data
+    from bert_jax.training import pretrain_config, pretrain_corpus
     tok = tokenizer.load(resources.bundled("austen/vocab"))
     cfg = pretrain_config.PretrainConfig()
     keys = {pretrain_corpus._cache_key(cfg, text_sources.list_sources(None, dataset=name), tok)
             for name in ("org/books", "org/books@v1", "org/books@v2")}
     assert len(keys) == 3
-    assert len({glue_data.source_of("", hub) for hub in (
+    assert len({workdir_data.source_of("", hub) for hub in (
         "nyu-mll/glue", "nyu-mll/glue@v1", "nyu-mll/glue@v2")}) == 3
 
 

@@ -292,7 +292,7 @@ def test_embed_refuses_bad_layers_naming_them(tiny):
 @pytest.fixture(scope="module")
 def tiny_dir(tiny, tmp_path_factory):
     """The first tiny model as our model directory, with its vocabulary."""
-    from bert_jax.checkpoints.model_dir import save_model_dir
+    from bert_jax.model_files.model_dir import save_model_dir
     config, _, params, _ = tiny
     root = tmp_path_factory.mktemp("tiny_model")
     (root / "vocab.txt").write_text("".join(w + "\n" for w in WORDS), encoding="utf-8")

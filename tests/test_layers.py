@@ -1,7 +1,9 @@
 """The package's shape: lower layers never import higher ones, and no module outgrows a read.
 
-Layers, lowest first: errors, json_limits, resources, models/ops, models, data, checkpoints,
-runtime, inference, tasks, training, configs (the bundled run configs), cli.
+Layers, lowest first: errors, json_limits, resources, models/ops, models, data, model_files,
+checkpoints (model_files' deprecated old import path, kept for the documented API), runtime,
+inference, tasks, training, glue (the benchmark and its job, which fine-tunes tasks with
+training's finetune job), configs (the bundled run configs), cli.
 Every `import` in every module (function-level ones included) is checked, so a shortcut from,
 say, data/ into training/ fails here rather than in a reviewer's head.
 """
@@ -13,8 +15,8 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE = os.path.join(ROOT, "bert_jax")
-LAYERS = ["errors", "json_limits", "resources", "models.ops", "models", "data", "checkpoints",
-          "runtime", "inference", "tasks", "training", "configs", "cli"]
+LAYERS = ["errors", "json_limits", "resources", "models.ops", "models", "data", "model_files",
+          "checkpoints", "runtime", "inference", "tasks", "training", "glue", "configs", "cli"]
 MAX_LINES = 350
 
 

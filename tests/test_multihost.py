@@ -73,14 +73,14 @@ def error_lines(err: str) -> list[str]:
 
 
 def complete_steps(directory) -> list[int]:
-    from bert_jax.checkpoints.paths import complete_steps
+    from bert_jax.model_files.paths import complete_steps
     return complete_steps(str(directory))
 
 
 def params_of(directory) -> tuple[int, dict]:
     from flax import traverse_util
 
-    from bert_jax.checkpoints.model_dir import latest_checkpoint_params
+    from bert_jax.model_files.model_dir import latest_checkpoint_params
     step, params = latest_checkpoint_params("", str(directory))
     return step, traverse_util.flatten_dict(params)
 

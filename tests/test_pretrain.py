@@ -25,7 +25,7 @@ def losses(workdir):
 
 
 def final_params(workdir):
-    from bert_jax.checkpoints.model_dir import latest_checkpoint_params as latest_params
+    from bert_jax.model_files.model_dir import latest_checkpoint_params as latest_params
     return latest_params(str(workdir))
 
 
@@ -87,7 +87,7 @@ def test_export_loads_in_transformers_and_fill_mask_agrees(setup, one_device_run
     import transformers
 
     from bert_jax.models.task_models import BertForPreTraining
-    from bert_jax.checkpoints.model_dir import load_pretrained
+    from bert_jax.model_files.model_dir import load_pretrained
     from bert_jax.data.tokenizer import load
     export = str(one_device_run / "export")
     hf, info = transformers.BertForPreTraining.from_pretrained(export, output_loading_info=True)
@@ -208,7 +208,7 @@ def test_pretraining_logs_the_probe_at_every_evaluation(setup, tmp_path):
     last equal to the probe of the exported encoder recomputed from scratch."""
     import csv
 
-    from bert_jax.checkpoints.huggingface import load_hf
+    from bert_jax.model_files.huggingface import load_hf
     from bert_jax.data import tokenizer
     from bert_jax.training import probe
     base, overrides = setup

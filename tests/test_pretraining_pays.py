@@ -100,3 +100,21 @@ def test_frequent_tag_baseline_on_a_small_conll_file(tmp_path):
     base = pays.frequent_tag_baseline({"train": str(train), "test": str(test)})
     # the → DT, runs → VBZ (2 of 3), cat unseen → the commonest tag (DT, VBZ tie: DT first)
     assert base["test"] == pytest.approx(2 / 3)
+
+
+def test_results_of_another_export_are_refused(tmp_path):
+    export = tmp_path / "run" / "export"
+    make_hf_model(export, vocab_size=97, hidden_size=32)
+    fingerprint = pays.export_fingerprint(str(tmp_path / "run"))
+    import hashlib
+    want = hashlib.sha256((export / "config.json").read_bytes()
+                          + (export / "model.safetensors").read_bytes()).hexdigest()
+    assert fingerprint == want
+    result = tmp_path / "lr0.001-seed0.json"
+    result.write_text('{"export_sha256": "%s"}' % fingerprint, encoding="utf-8")
+    pays._check_export(str(result), fingerprint)  # the same export: joins
+    result.write_text('{}', encoding="utf-8")
+    pays._check_export(str(result), fingerprint)  # written before fingerprints: joins
+    result.write_text('{"export_sha256": "%s"}' % ("0" * 64), encoding="utf-8")
+    with pytest.raises(SystemExit, match="came from an export with sha256 000000000000"):
+        pays._check_export(str(result), fingerprint)

@@ -133,7 +133,7 @@ def test_predict_and_the_export_agree_with_transformers(run, tmp_path):
 
 
 def test_predict_refuses_a_classifier_as_a_regression_model(run, tmp_path):
-    from bert_jax.checkpoints import model_dir
+    from bert_jax.model_files import model_dir
     files, work, _ = run
     config, _ = model_dir.load_pretrained(str(work / "model"))
     assert config.problem_type == "regression" and config.num_labels == 1

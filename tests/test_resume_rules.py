@@ -32,7 +32,7 @@ def snapshot(root) -> dict:
 def params_of(workdir):
     from flax import traverse_util
 
-    from bert_jax.checkpoints import model_dir
+    from bert_jax.model_files import model_dir
     return traverse_util.flatten_dict(model_dir.load_pretrained(str(workdir))[1])
 
 
@@ -84,7 +84,7 @@ def test_a_fresh_run_of_the_same_recipe_is_bit_identical(reference, tmp_path, mo
 
 
 def test_a_resume_with_more_steps_trains_on_and_records_both(reference, tmp_path, monkeypatch):
-    from bert_jax.checkpoints import paths
+    from bert_jax.model_files import paths
     base, overrides = reference
     monkeypatch.chdir(base)
     work = tmp_path / "longer"

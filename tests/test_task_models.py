@@ -12,9 +12,9 @@ import pytest
 from conftest import make_hf_model
 from safetensors.numpy import load_file, save_file
 
-from bert_jax.checkpoints.huggingface import (load_hf, named_architecture, read_state_dict,
+from bert_jax.model_files.huggingface import (load_hf, named_architecture, read_state_dict,
                                               save_hf, to_state_dict)
-from bert_jax.checkpoints.model_dir import load_model_dir, save_model_dir
+from bert_jax.model_files.model_dir import load_model_dir, save_model_dir
 from bert_jax.errors import BertJaxError
 from bert_jax.models import (BertConfig, BertForMultipleChoice, BertForQuestionAnswering,
                              BertForTokenClassification)

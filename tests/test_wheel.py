@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import zipfile
 
 import pytest
 
@@ -41,6 +42,11 @@ def test_the_wheel_installed_in_a_fresh_venv_pretrains_and_fills_a_mask_anywhere
     checked = _run([sys.executable, "-m", "twine", "check", "--strict", *map(str, wheels + sdists)],
                    tmp_path, env)
     assert checked.count("PASSED") == 2, checked
+    # every module of the source tree is in the wheel (a renamed or new subpackage included)
+    modules = {os.path.relpath(os.path.join(d, f), source).replace(os.sep, "/")
+               for d, _, files in os.walk(source / "bert_jax") for f in files if f.endswith(".py")}
+    packed = {name for name in zipfile.ZipFile(wheels[0]).namelist() if name.endswith(".py")}
+    assert sorted(modules - packed) == []
 
     venv = tmp_path / "venv"
     _run([sys.executable, "-m", "venv", str(venv)], tmp_path, env)

@@ -1,4 +1,4 @@
-"""`bert-jax glue`: the paper's GLUE protocol (training/glue.py), a line per run, the table at
+"""`bert-jax glue`: the paper's GLUE protocol (glue/job.py), a line per run, the table at
 the end."""
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def _numbers(text: str, kind, flag: str) -> tuple:
 def _removed_before_any_run(workdir: str):
     """A workdir this command creates is removed again when bad input stops it before its
     first run starts (refused data leaves nothing behind); later, runs are kept."""
-    from bert_jax.checkpoints import paths
+    from bert_jax.model_files import paths
     new = not os.path.exists(workdir)
     try:
         yield
@@ -75,10 +75,10 @@ def _removed_before_any_run(workdir: str):
 
 def glue(args) -> int:
     from bert_jax.runtime import workdir_lock
-    from bert_jax.tasks.glue.benchmark import HUB
+    from bert_jax.glue.benchmark import HUB
     from bert_jax.training import loop
-    from bert_jax.training.glue import GlueSettings
-    from bert_jax.training.glue import glue as run_glue
+    from bert_jax.glue.job import GlueSettings
+    from bert_jax.glue.job import glue as run_glue
     settings = GlueSettings(
         init_from=args.init, data_dir=args.data_dir, hub=args.hub_dataset or HUB, tasks=args.tasks,
         learning_rates=_numbers(args.learning_rates, float, "--learning-rates"),
@@ -99,10 +99,11 @@ def glue(args) -> int:
     except loop.Interrupted as e:
         print(f"bert-jax glue: {e}", file=sys.stderr)
         return 128 + e.signum
-    from bert_jax.tasks.glue import benchmark, table
+    from bert_jax.glue import benchmark, markdown_table
     chosen = [benchmark.BENCHMARK[name] for name in results["tasks"]]
-    print(" | ".join(f"{t.name} {table.cell(t, results['tasks'][t.name]['best']['scores'])}"
-                     for t in chosen) + f" | average {100 * results['average']:.1f}")
+    best = {t.name: results["tasks"][t.name]["best"]["scores"] for t in chosen}
+    print(" | ".join(f"{t.name} {markdown_table.cell(t, best[t.name])}" for t in chosen)
+          + f" | average {100 * results['average']:.1f}")
     print(f"table in {os.path.join(args.workdir, 'results.md')}, test predictions in "
           f"{os.path.join(args.workdir, 'submission')}")
     return 0

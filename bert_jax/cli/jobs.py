@@ -190,7 +190,7 @@ def prepare(args) -> int:
 
 
 def finetune(args) -> int:
-    from bert_jax.checkpoints import paths
+    from bert_jax.model_files import paths
     from bert_jax.training import finetune_config
     flags.check_multihost(args)
     if args.dataset and len(args.dataset) > 2:

@@ -7,7 +7,7 @@ import os
 import sys
 
 from bert_jax import resources
-from bert_jax.cli import checkpoints, env, flags, glue, jobs, use, vocab
+from bert_jax.cli import conversion, env, flags, glue, jobs, use, vocab
 from bert_jax.errors import BertJaxError
 from bert_jax.runtime import multihost
 
@@ -17,7 +17,7 @@ def build_parser() -> flags.Parser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks and INFO logs")
     parser.add_argument("--version", action="version", version=f"bert-jax {resources.VERSION}")
     sub = parser.add_subparsers(dest="command", required=True)
-    for group in (jobs, glue, checkpoints, use, vocab, env):
+    for group in (jobs, glue, conversion, use, vocab, env):
         group.add_parsers(sub)
     return parser
 

@@ -10,7 +10,7 @@ import sys
 from bert_jax import tasks  # imports no JAX or datasets: --help stays fast
 from bert_jax.cli import flags
 from bert_jax.errors import BertJaxError
-from bert_jax.tasks import tables
+from bert_jax.tasks import table_files
 from bert_jax.tasks.task import PredictRequest
 
 
@@ -100,7 +100,7 @@ def _warn(command: str, warnings) -> None:
 def predict(args) -> None:
     """The task of the model (or --task) reads the input and writes its predictions."""
     from bert_jax import inference
-    from bert_jax.checkpoints import atomic, paths
+    from bert_jax.model_files import atomic, paths
     from bert_jax.models.task_models import architecture_of
     every_type = tuple(dict.fromkeys(
         ext for task in tasks.predictable().values() for ext in task.predict.output_types))
@@ -131,12 +131,12 @@ def fill_mask(args) -> None:
             raise BertJaxError("--output: writes the predictions for --input FILE; with a "
                                "TEXT they are printed")
         return _fill_mask_text(args)
-    from bert_jax.checkpoints import atomic
+    from bert_jax.model_files import atomic
     if args.output is None:
         raise BertJaxError("--output: required with --input (a FILE.jsonl)")
     atomic.check_output_file(args.output, (".jsonl",), args.input)
     config, params, tok = inference.load(args.model, head="predictions")
-    _, texts, _ = tables.read_texts(args.input, args.text_column, "")
+    _, texts, _ = table_files.read_texts(args.input, args.text_column, "")
     limit = config.max_position_embeddings
     _, warnings = inference.fit_length(config, tok, texts, None, limit, args.batch_size)
     predictions = inference.fill_masks(config, params, tok, texts, args.top_k, args.batch_size,
@@ -168,7 +168,7 @@ def embed(args) -> None:
     import numpy as np
 
     from bert_jax import inference
-    from bert_jax.checkpoints import atomic
+    from bert_jax.model_files import atomic
     per_token = args.pooling == "none"
     ext = os.path.splitext(args.output)[1].lower()
     if per_token and ext != ".jsonl":
@@ -179,7 +179,7 @@ def embed(args) -> None:
     config, params, tok = inference.load(args.model)
     if layers is not None:
         inference.check_layers(config, layers)
-    _, texts, _ = tables.read_texts(args.input, args.text_column, "")
+    _, texts, _ = table_files.read_texts(args.input, args.text_column, "")
     length = _fit_length(args, config, tok, texts, None)
     vectors = inference.embed(config, params, tok, texts, args.pooling, length,
                               args.batch_size, args.normalize, layers=layers)
@@ -210,7 +210,7 @@ def _parse_layers(text):
 def _write_token_vectors(path: str, tokens, vectors) -> None:
     """One jsonl line per text, {"tokens": [n], "vectors": [n × F]}, in input order; written
     atomically. Floats are float32 values exactly (float64 text that reads back to them)."""
-    from bert_jax.checkpoints import atomic
+    from bert_jax.model_files import atomic
     with atomic.atomic_file(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
         for words, rows in zip(tokens, vectors):
             f.write(json.dumps({"tokens": words, "vectors": rows.tolist()},

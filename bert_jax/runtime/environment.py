@@ -10,7 +10,7 @@ import platform
 import sys
 
 from bert_jax import resources
-from bert_jax.checkpoints import atomic
+from bert_jax.model_files import atomic
 
 # distributions whose versions change results or speed; torch and transformers only if present
 PACKAGES = ("jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "tokenizers", "datasets",

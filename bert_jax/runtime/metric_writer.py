@@ -12,7 +12,7 @@ import time
 import numpy as np
 from flax import traverse_util
 
-from bert_jax.checkpoints import paths
+from bert_jax.model_files import paths
 
 log = logging.getLogger("bert_jax")
 

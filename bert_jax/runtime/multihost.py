@@ -198,7 +198,7 @@ class Watchdog:
 
 def _where() -> str:
     """"at step S; the last complete checkpoint is …" for the lost-peer line."""
-    from bert_jax.checkpoints.paths import complete_steps
+    from bert_jax.model_files.paths import complete_steps
     step = "before the first step" if RUN.step is None else f"at step {RUN.step}"
     done = complete_steps(RUN.checkpoints) if RUN.checkpoints else []
     kept = (f"the last complete checkpoint is step {done[-1]} in {RUN.checkpoints}" if done

@@ -20,7 +20,7 @@ import os
 import socket
 import time
 
-from bert_jax.checkpoints import paths
+from bert_jax.model_files import paths
 from bert_jax.errors import BertJaxError
 
 _HOLDER_WAIT = 2.0  # seconds a refusal waits for a just-started holder to write its name

@@ -2,7 +2,7 @@
 and the label map, its loss, its scores (accuracy, macro-F1, Matthews correlation), the Task,
 and `predict`'s class probabilities per row.
 
-Rows with an empty text or label are dropped with a counted warning (tasks/tables.py), so every
+Rows with an empty text or label are dropped with a counted warning (tasks/table_files.py), so every
 metric covers exactly the rows it says.
 """
 
@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Optional, Sequence
 
 import numpy as np
 
-from bert_jax.checkpoints import atomic
+from bert_jax.model_files import atomic
 from bert_jax.data import tokenizer
 from bert_jax.errors import BertJaxError
-from bert_jax.tasks import tables
+from bert_jax.tasks import table_files
 from bert_jax.tasks.task import (EvalSplit, Predictor, PredictRequest, Task, TaskData, inputs_of,
                                  split_files)
 
@@ -78,8 +78,8 @@ def is_unlabelled(table: datasets.Dataset, column: str) -> bool:
 def encode(tok, table: datasets.Dataset, text_column: str, pair_column: str, max_seq_length: int,
            where: str) -> dict[str, np.ndarray]:
     """(N, max_seq_length) int32 input_ids, token_type_ids, attention_mask of a split."""
-    texts = tables.texts_of(table, text_column, where)
-    pairs = tables.texts_of(table, pair_column, where) if pair_column else None
+    texts = table_files.texts_of(table, text_column, where)
+    pairs = table_files.texts_of(table, pair_column, where) if pair_column else None
     return tokenizer.encode_batch(tok, texts, pairs, max_seq_length, pad=True)
 
 
@@ -89,11 +89,11 @@ def encode_splits(splits: dict, tok, text_column: str, pair_column: str, label_c
     columns = [text_column] + ([pair_column] if pair_column else [])
     cleaned = {}
     for split, (where, table) in splits.items():
-        tables.check_columns(table, where, columns + [label_column])
+        table_files.check_columns(table, where, columns + [label_column])
         if split != "train" and is_unlabelled(table, label_column):
             log.warning("%s: has no labels (all -1); not scored", where)
             continue
-        cleaned[split] = (where, tables.drop_empty(table, where, columns + [label_column]))
+        cleaned[split] = (where, table_files.drop_empty(table, where, columns + [label_column]))
     if "train" not in cleaned:
         raise BertJaxError("splits: no training data (a train file, or a dataset with a train "
                            "split, is needed)")
@@ -167,7 +167,7 @@ def loss(logits, batch: dict) -> dict:
 # -- the task ----------------------------------------------------------------------------------
 
 def load(cfg, tok) -> TaskData:
-    splits = tables.load_splits(cfg.dataset, cfg.dataset_config, split_files(cfg))
+    splits = table_files.load_splits(cfg.dataset, cfg.dataset_config, split_files(cfg))
     names, data = encode_splits(splits, tok, cfg.text_column, cfg.text_pair_column,
                                 cfg.label_column, cfg.max_seq_length)
     return TaskData(names, data["train"], class_evals(data), TASK.metrics)
@@ -233,7 +233,7 @@ def read_rows(request: PredictRequest, config, tok, warn) -> tuple:
     pair) column, and the sequence length that fits them (128 unless asked; `warn` gets what
     fit_length says about it). Shared with regression."""
     from bert_jax import inference
-    table, texts, pairs = tables.read_texts(request.input, request.text_column,
+    table, texts, pairs = table_files.read_texts(request.input, request.text_column,
                                             request.text_pair_column)
     wanted = 128 if request.max_seq_length is None else request.max_seq_length
     length, warnings = inference.fit_length(config, tok, texts, pairs, wanted,

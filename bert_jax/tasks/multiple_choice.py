@@ -10,7 +10,7 @@ import numpy as np
 
 from bert_jax.data import tokenizer
 from bert_jax.errors import BertJaxError
-from bert_jax.tasks import classification, tables
+from bert_jax.tasks import classification, table_files
 from bert_jax.tasks.task import Task, TaskData, require_train, split_files
 
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ def load_splits(dataset: str = "", dataset_config: str = "", files: Optional[dic
                 ) -> dict[str, tuple[str, datasets.Dataset]]:
     """{split: (name for messages, Dataset)} from csv/tsv/json/jsonl/parquet files ({split:
     path}) or a hub dataset (swag, config "regular")."""
-    return tables.load_splits(dataset, dataset_config, files)
+    return table_files.load_splits(dataset, dataset_config, files)
 
 
 def _is_empty(value) -> bool:
@@ -56,7 +56,7 @@ def encode(tok, table: datasets.Dataset, where: str, max_seq_length: int,
     if len(endings) < 2:
         raise BertJaxError(f"ending_columns: expected at least two candidate endings, got "
                            f"{endings}")
-    tables.check_columns(table, where, [context_column] +
+    table_files.check_columns(table, where, [context_column] +
                          ([start_column] if start_column else []) + endings)
     contexts = _texts(table, context_column, where)
     starts = _texts(table, start_column, where) if start_column else [""] * len(table)

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Optional, Sequence
 
 import numpy as np
 
-from bert_jax.checkpoints import atomic
+from bert_jax.model_files import atomic
 from bert_jax.data import tokenizer
 from bert_jax.errors import BertJaxError
-from bert_jax.tasks import classification, tables
+from bert_jax.tasks import classification, table_files
 from bert_jax.tasks.task import (EvalSplit, Predictor, PredictRequest, Task, TaskData, inputs_of,
                                  split_files)
 
@@ -67,12 +67,12 @@ def encode_splits(splits: dict, tok, text_column: str, pair_column: str, label_c
     texts = [text_column] + ([pair_column] if pair_column else [])
     out = {}
     for split, (where, table) in splits.items():
-        tables.check_columns(table, where, texts + [label_column])
+        table_files.check_columns(table, where, texts + [label_column])
         labels = targets(table, label_column, where)
         if split != "train" and len(labels) and np.all(labels == UNLABELLED):
             log.warning("%s: has no labels (all -1); not scored", where)
             continue
-        keep = tables.drop_empty(table.add_column("_row", list(range(len(table)))), where,
+        keep = table_files.drop_empty(table.add_column("_row", list(range(len(table)))), where,
                                  texts)
         arrays = classification.encode(tok, keep, text_column, pair_column, max_seq_length, where)
         arrays["labels"] = labels[np.asarray(keep["_row"], np.int64)]
@@ -135,7 +135,7 @@ def loss(logits, batch: dict) -> dict:
 # -- the task ----------------------------------------------------------------------------------
 
 def load(cfg, tok) -> TaskData:
-    splits = tables.load_splits(cfg.dataset, cfg.dataset_config, split_files(cfg))
+    splits = table_files.load_splits(cfg.dataset, cfg.dataset_config, split_files(cfg))
     data = encode_splits(splits, tok, cfg.text_column, cfg.text_pair_column, cfg.label_column,
                          cfg.max_seq_length)
     evals = {split: EvalSplit(inputs_of(a), functools.partial(_split_scores, labels=a["labels"]))

@@ -21,8 +21,8 @@ import os
 import jax
 import numpy as np
 
-from bert_jax.checkpoints import atomic, model_dir, paths
-from bert_jax.checkpoints.huggingface import save_hf
+from bert_jax.model_files import atomic, model_dir, paths
+from bert_jax.model_files.huggingface import save_hf
 from bert_jax.data.prepared_set import vocab_hash
 from bert_jax.errors import BertJaxError
 from bert_jax.runtime import multihost, sharding

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from bert_jax.checkpoints import model_dir, paths
+from bert_jax.model_files import model_dir, paths
 from bert_jax.data import batches, tokenizer
 from bert_jax.errors import BertJaxError
 from bert_jax.models import BertConfig

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 
 from bert_jax import resources
-from bert_jax.checkpoints import atomic, hub
+from bert_jax.model_files import atomic, hub
 from bert_jax.data import hub_datasets
 from bert_jax.runtime import environment, metric_writer
 

@@ -19,8 +19,8 @@ import os
 import jax
 import numpy as np
 
-from bert_jax.checkpoints import atomic, model_dir, paths
-from bert_jax.checkpoints.huggingface import save_hf
+from bert_jax.model_files import atomic, model_dir, paths
+from bert_jax.model_files.huggingface import save_hf
 from bert_jax.data import prepared_set, tokenizer
 from bert_jax.errors import BertJaxError
 from bert_jax.models import BertConfig

@@ -49,18 +49,18 @@ def probe_name(path: str) -> str:
 def load_probe(path: str, tok, max_seq_length: int, text_column: str, label_column: str,
                examples: int) -> ProbeData:
     """The first `examples` labelled rows of a csv / tsv / json / jsonl / parquet file."""
-    from bert_jax.tasks import tables
+    from bert_jax.tasks import table_files
     from bert_jax.tasks.classification import label_ids, label_names
-    table = tables.read_table(path)
-    tables.check_columns(table, path, [text_column, label_column])
-    table = tables.drop_empty(table, path, [text_column, label_column])
+    table = table_files.read_table(path)
+    table_files.check_columns(table, path, [text_column, label_column])
+    table = table_files.drop_empty(table, path, [text_column, label_column])
     table = table.select(range(min(examples, len(table))))
     names = label_names(table, label_column)
     if len(table) < 4 or len(names) < 2:
         raise BertJaxError(f"config.probe_file {path}: expected at least 4 rows and 2 labels "
                            f"in column {label_column!r}, got {len(table)} rows, "
                            f"{len(names)} label(s)")
-    return ProbeData(probe_name(path), tables.texts_of(table, text_column, path),
+    return ProbeData(probe_name(path), table_files.texts_of(table, text_column, path),
                      max_seq_length,
                      np.asarray(label_ids(table, label_column, names, path)), len(names))
 

@@ -18,10 +18,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh
 
-from bert_jax.checkpoints import model_dir
+from bert_jax.model_files import model_dir
 from bert_jax.data import batches
 from bert_jax.runtime import multihost, rng, sharding, xla_options
-from bert_jax.runtime.checkpointer import Checkpointer
+from bert_jax.runtime.train_state_checkpoints import Checkpointer
 from bert_jax.runtime.metric_writer import MetricWriter
 from bert_jax.training import steps
 from bert_jax.training.loop import StopRequest

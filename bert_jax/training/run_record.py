@@ -18,9 +18,9 @@ import os
 import time
 from typing import Optional
 
-from bert_jax.checkpoints import atomic
+from bert_jax.model_files import atomic
 from bert_jax.resources import portable
-from bert_jax.checkpoints.paths import complete_steps
+from bert_jax.model_files.paths import complete_steps
 from bert_jax.errors import BertJaxError
 from bert_jax.training.config_files import migrate
 

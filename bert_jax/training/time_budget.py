@@ -18,7 +18,7 @@ import time
 import jax
 import numpy as np
 
-from bert_jax.checkpoints import atomic, paths
+from bert_jax.model_files import atomic, paths
 from bert_jax.training import optim
 
 log = logging.getLogger("bert_jax")

@@ -11,8 +11,8 @@ import json
 import logging
 from typing import Optional, Sequence
 
-from bert_jax.checkpoints import atomic, paths
-from bert_jax.tasks import tables
+from bert_jax.model_files import atomic, paths
+from bert_jax.tasks import table_files
 from bert_jax.tasks.question_answering import answers, data, windows as qa_windows
 from bert_jax.tasks.question_answering.scores import squad_scores
 from bert_jax.tasks.task import (INPUTS, EvalSplit, Predictor, PredictRequest, Task, TaskData,
@@ -160,11 +160,11 @@ def _predict(request: PredictRequest, config, params, tok, warn) -> str:
         contexts = [e.context for e in examples]
         ids = [e.id for e in examples]
     else:
-        table = tables.read_table(request.input)
-        tables.check_columns(table, request.input, ["question", "context"])
-        questions = tables.texts_of(table, "question", request.input)
-        contexts = tables.texts_of(table, "context", request.input)
-        ids = (tables.texts_of(table, "id", request.input) if "id" in table.column_names
+        table = table_files.read_table(request.input)
+        table_files.check_columns(table, request.input, ["question", "context"])
+        questions = table_files.texts_of(table, "question", request.input)
+        contexts = table_files.texts_of(table, "context", request.input)
+        ids = (table_files.texts_of(table, "id", request.input) if "id" in table.column_names
                else None)
     length, warnings = inference.clamp_length(config, request.max_seq_length or 384)
     warn(warnings)

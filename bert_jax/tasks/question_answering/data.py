@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Sequence
 from bert_jax import json_limits
 from bert_jax.data import text_files
 from bert_jax.errors import BertJaxError
-from bert_jax.tasks import tables
+from bert_jax.tasks import table_files
 
 if TYPE_CHECKING:
     import datasets
@@ -54,7 +54,7 @@ def read_examples(path: str) -> list[QAExample]:
             return [_example(r, path, i) for i, r in enumerate(data)]
         raise BertJaxError(f"{path}: expected SQuAD JSON (a top-level 'data' list) or a list "
                            f"of records with fields {', '.join(COLUMNS)}")
-    return examples_from_table(tables.read_table(path), path)
+    return examples_from_table(table_files.read_table(path), path)
 
 
 def read_squad_questions(path: str) -> list[QAExample] | None:
@@ -73,7 +73,7 @@ def read_squad_questions(path: str) -> list[QAExample] | None:
 
 def examples_from_table(table: datasets.Dataset, where: str) -> list[QAExample]:
     """Rows in the `squad` / `squad_v2` layout (a hub split or a local table) → examples."""
-    tables.check_columns(table, where, COLUMNS)
+    table_files.check_columns(table, where, COLUMNS)
     columns = {c: table[c] for c in COLUMNS}
     return [_example({c: columns[c][i] for c in COLUMNS}, where, i) for i in range(len(table))]
 
@@ -83,7 +83,7 @@ def load_splits(dataset: str, dataset_config: str, files: dict[str, str]
     """{split: (name for messages, examples)} from a hub dataset (only the splits named in
     `files`, when given) or, when dataset is "", from {split: path} local files."""
     if dataset:
-        splits = tables.load_splits(dataset, dataset_config, files or None)
+        splits = table_files.load_splits(dataset, dataset_config, files or None)
         return {split: (where, examples_from_table(table, where))
                 for split, (where, table) in splits.items()}
     return {split: (path, read_examples(path)) for split, path in (files or {}).items() if path}

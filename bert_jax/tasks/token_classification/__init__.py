@@ -11,9 +11,9 @@ import logging
 import os
 from typing import Optional, Sequence
 
-from bert_jax.checkpoints import atomic
+from bert_jax.model_files import atomic
 from bert_jax.errors import BertJaxError
-from bert_jax.tasks import tables
+from bert_jax.tasks import table_files
 from bert_jax.tasks.task import (INPUTS, EvalSplit, Predictor, PredictRequest, Task, TaskData,
                                  inputs_of, require_train, split_files)
 from bert_jax.tasks.token_classification import data, scores
@@ -112,8 +112,8 @@ def _read_sentences(request: PredictRequest) -> list[list[str]]:
     """CoNLL text (a word per line, first column), or rows with a list of words."""
     if os.path.splitext(request.input)[1].lower() not in (".jsonl", ".json", ".parquet"):
         return data.read_conll(request.input, tags=False)[0]
-    table = tables.read_table(request.input)
-    tables.check_columns(table, request.input, [request.tokens_column])
+    table = table_files.read_table(request.input)
+    table_files.check_columns(table, request.input, [request.tokens_column])
     sentences = [list(map(str, row)) for row in table[request.tokens_column]]
     bad = next((i for i, row in enumerate(sentences) if not row), None)
     if bad is not None:

@@ -17,7 +17,7 @@ import numpy as np
 from bert_jax.data import text_files
 from bert_jax.data.tokenizer import _restore
 from bert_jax.errors import BertJaxError
-from bert_jax.tasks import tables
+from bert_jax.tasks import table_files
 from bert_jax.tasks.classification import label_key
 
 if TYPE_CHECKING:
@@ -87,14 +87,14 @@ def load_splits(dataset: str = "", dataset_config: str = "", files: Optional[dic
     """
     import datasets
     if dataset:
-        read = tables.load_splits(dataset, dataset_config, files)
+        read = table_files.load_splits(dataset, dataset_config, files)
     else:
         read = {}
         for split, path in (files or {}).items():
             if path and os.path.splitext(path)[1].lower() not in _TABLE_TYPES:
                 read[split] = (path, read_conll(path, column=conll_column))
             elif path:
-                read[split] = (path, tables.read_table(path))
+                read[split] = (path, table_files.read_table(path))
     out = {}
     for split, (where, table) in read.items():
         if isinstance(table, datasets.Dataset):
@@ -110,7 +110,7 @@ def load_splits(dataset: str = "", dataset_config: str = "", files: Optional[dic
 def _rows(table: datasets.Dataset, where: str, tokens_column: str, tags_column: str
           ) -> tuple[list[list[str]], list[list[str]]]:
     import datasets
-    tables.check_columns(table, where, [tokens_column, tags_column])
+    table_files.check_columns(table, where, [tokens_column, tags_column])
     inner = getattr(table.features[tags_column], "feature", None)
     class_label = inner if isinstance(inner, datasets.ClassLabel) else None
     sentences, tags, empty = [], [], 0

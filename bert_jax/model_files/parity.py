@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bert_jax.checkpoints.huggingface import load_hf, named_architecture
+from bert_jax.model_files.huggingface import load_hf, named_architecture
 from bert_jax.errors import BertJaxError
 from bert_jax.models.config import BertConfig
 from bert_jax.models.encoder import BertModel

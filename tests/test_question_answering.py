@@ -1,6 +1,6 @@
-"""SQuAD data: reading (SQuAD JSON, HF layout), windows equal to transformers', answer
-positions, and post-processing equal to a reference built on transformers'
-BertForQuestionAnswering logits."""
+"""tasks/question_answering (SQuAD): reading (SQuAD JSON, HF layout), windows equal to
+transformers', answer positions, and post-processing equal to a reference built on
+transformers' BertForQuestionAnswering logits."""
 
 import collections
 import json

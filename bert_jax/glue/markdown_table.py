@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from bert_jax.tasks.glue.benchmark import GlueTask
+from bert_jax.glue.benchmark import GlueTask
 
 NAMES = {"mcc": "Matthews corr.", "accuracy": "accuracy", "f1": "F1", "pearson": "Pearson",
          "spearman": "Spearman", "matched_accuracy": "matched acc.",

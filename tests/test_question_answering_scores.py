@@ -1,4 +1,5 @@
-"""SQuAD exact match / F1: hand-computed cases and the official evaluate-v2.0.py as reference."""
+"""tasks/question_answering/scores.py, SQuAD exact match / F1: hand-computed cases and the
+official evaluate-v2.0.py as reference."""
 
 import collections
 import re

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from typing import Optional
 
-from bert_jax.checkpoints import hub
+from bert_jax.model_files import hub
 from bert_jax.errors import BertJaxError
 
 CONFIG = "config.json"

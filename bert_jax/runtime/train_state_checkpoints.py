@@ -1,4 +1,6 @@
-"""Training checkpoints with orbax's CheckpointManager: async, keep K, atomic.
+"""Train-state checkpoints (WORKDIR/checkpoints: step, params, optimiser state; what a run
+resumes from) with orbax's CheckpointManager: async, keep K, atomic. Model directories and
+their files are model_files/'s.
 
 Orbax writes each step into a temporary directory and renames it when complete, so a killed
 save is never restored (and its leftovers are cleaned up on the next start). The resume rule:
@@ -13,7 +15,7 @@ import re
 import jax
 import orbax.checkpoint as ocp
 
-from bert_jax.checkpoints.paths import checkpoint_dir
+from bert_jax.model_files.paths import checkpoint_dir
 from bert_jax.errors import BertJaxError
 
 

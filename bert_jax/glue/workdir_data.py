@@ -1,4 +1,4 @@
-"""A GLUE workdir's data: each task's splits read once (tasks/glue/reading.py, from a folder in
+"""A GLUE workdir's data: each task's splits read once (glue/reading.py, from a folder in
 the download's layout or the hub) into WORKDIR/data/<task>/<split>.jsonl, the files every
 fine-tuning run of the task reads; the training split cut to --max-train-examples rows.
 
@@ -14,10 +14,10 @@ import os
 
 import numpy as np
 
-from bert_jax.checkpoints import atomic, paths
+from bert_jax.model_files import atomic, paths
 from bert_jax.errors import BertJaxError
-from bert_jax.tasks.glue import reading
-from bert_jax.tasks.glue.benchmark import GlueTask
+from bert_jax.glue import reading
+from bert_jax.glue.benchmark import GlueTask
 
 log = logging.getLogger("bert_jax")
 OPTIONAL = ("diagnostic",)  # AX: predicted when the data has it, else left out with a warning

@@ -19,11 +19,11 @@ import shutil
 import time
 from typing import Callable
 
-from bert_jax.checkpoints import atomic, model_dir, paths
+from bert_jax.model_files import atomic, model_dir, paths
 from bert_jax.errors import BertJaxError
-from bert_jax.tasks.glue import benchmark, scores, submission, table
-from bert_jax.tasks.glue.benchmark import HUB, GlueTask
-from bert_jax.training import config_files, glue_data, model_card
+from bert_jax.glue import benchmark, markdown_table, scores, submission, workdir_data
+from bert_jax.glue.benchmark import HUB, GlueTask
+from bert_jax.training import config_files, model_card
 from bert_jax.training.finetune_config import FinetuneConfig
 
 log = logging.getLogger("bert_jax")
@@ -60,7 +60,7 @@ def glue(settings: GlueSettings, workdir: str, say: Callable[[str], None] = prin
     _check_workdir(settings, workdir)
     plan = [(task, lr, seed) for task in chosen for lr in settings.learning_rates
             for seed in settings.seeds]
-    data = {task.name: glue_data.prepare(task, settings.data_dir, settings.hub,
+    data = {task.name: workdir_data.prepare(task, settings.data_dir, settings.hub,
                                          settings.max_train_examples, workdir)
             for task in chosen}
     records = {task.name: [] for task in chosen}
@@ -80,7 +80,7 @@ def glue(settings: GlueSettings, workdir: str, say: Callable[[str], None] = prin
     atomic.write_json(os.path.join(workdir, json_name), results)
     with atomic.atomic_file(os.path.join(workdir, md_name)) as tmp, \
             open(tmp, "w", encoding="utf-8") as f:
-        f.write(table.markdown(list(chosen), results))
+        f.write(markdown_table.markdown(list(chosen), results))
     return results
 
 
@@ -141,7 +141,7 @@ def _run(s: GlueSettings, task: GlueTask, lr: float, seed: int, data: dict, work
     if os.path.isfile(done):
         with open(done, encoding="utf-8") as f:
             record = json.load(f)
-        say(f"{name}: {table.scores_line(task, record['scores'])} (finished before)")
+        say(f"{name}: {markdown_table.scores_line(task, record['scores'])} (finished before)")
         return record
     started = time.time()
     result = finetune(finetune_config(s, task, lr, seed, data), directory)
@@ -159,7 +159,7 @@ def _run(s: GlueSettings, task: GlueTask, lr: float, seed: int, data: dict, work
         dataset=(s.hub if not s.data_dir else "", task.name))
     atomic.write_json(done, record)
     shutil.rmtree(os.path.join(directory, paths.CHECKPOINTS), ignore_errors=True)
-    say(f"{name}: {table.scores_line(task, found)} ({_minutes(time.time() - started)})")
+    say(f"{name}: {markdown_table.scores_line(task, found)} ({_minutes(time.time() - started)})")
     return record
 
 
@@ -183,7 +183,7 @@ def _predict(task: GlueTask, directory: str, rows: list, s: GlueSettings) -> lis
 
 
 def _dev_scores(task: GlueTask, directory: str, path: str, s: GlueSettings) -> dict:
-    rows = glue_data.read_rows(path)
+    rows = workdir_data.read_rows(path)
     return scores.split_scores(task, _predict(task, directory, rows, s),
                                [r["label"] for r in rows])
 
@@ -193,14 +193,14 @@ def _submit(s: GlueSettings, task: GlueTask, best: dict, data: dict, workdir: st
     run that is still best is kept (runs/submitted.json says which run wrote each)."""
     folder = os.path.join(workdir, paths.SUBMISSION)
     stamps_path = os.path.join(workdir, paths.GLUE_RUNS, paths.GLUE_SUBMITTED)
-    stamps = glue_data.read_json(stamps_path, {})
+    stamps = workdir_data.read_json(stamps_path, {})
     written = []
     for split, name in task.submissions.items():
         if split not in data:
             continue
         path = os.path.join(folder, name)
         if not (os.path.isfile(path) and stamps.get(name) == best["run"]):
-            rows = glue_data.read_rows(data[split])
+            rows = workdir_data.read_rows(data[split])
             predictions = _predict(task, os.path.join(workdir, best["run"]), rows, s)
             submission.write(path, [r["index"] for r in rows], predictions)
             stamps[name] = best["run"]

@@ -9,7 +9,7 @@ from typing import Sequence
 
 import numpy as np
 
-from bert_jax.checkpoints import atomic
+from bert_jax.model_files import atomic
 from bert_jax.errors import BertJaxError
 
 HEADER = "index\tprediction\n"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from bert_jax.tasks.classification import classification_scores
-from bert_jax.tasks.glue.benchmark import GlueTask
+from bert_jax.glue.benchmark import GlueTask
 from bert_jax.tasks.regression import regression_scores
 
 

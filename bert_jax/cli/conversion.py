@@ -1,5 +1,5 @@
-"""`bert-jax convert` and `bert-jax parity`: moving checkpoints between frameworks, and checking
-that ours computes what transformers does."""
+"""`bert-jax convert` and `bert-jax parity`: moving model directories between frameworks, and
+checking that ours computes what transformers does."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def add_parsers(sub) -> None:
 def convert(args) -> None:
     import jax
 
-    from bert_jax.checkpoints import atomic, hub, huggingface, model_dir, paths
+    from bert_jax.model_files import atomic, hub, huggingface, model_dir, paths
     from bert_jax.models.task_models import architecture_of
     args.src = hub.local_model(args.src)  # a Hub id: its snapshot (a local path wins)
     atomic.check_writable_dir(args.dst, args.overwrite)  # before the conversion, not after it
@@ -59,7 +59,7 @@ def convert(args) -> None:
 
 
 def parity(args) -> None:
-    from bert_jax.checkpoints import hub, parity as parity_report
+    from bert_jax.model_files import hub, parity as parity_report
     from bert_jax.models.config import BertConfig
     for flag, value, minimum in (("--batch-size", args.batch_size, 1),
                                  ("--seq-len", args.seq_len, 2)):

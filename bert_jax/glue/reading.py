@@ -15,7 +15,7 @@ import os
 
 from bert_jax.data import text_files
 from bert_jax.errors import BertJaxError
-from bert_jax.tasks.glue.benchmark import HUB, SKIPS_MALFORMED, GlueTask, Split
+from bert_jax.glue.benchmark import HUB, SKIPS_MALFORMED, GlueTask, Split
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,5 @@
-"""`bert-jax convert` / `parity` end to end, and one clean line for every bad checkpoint."""
+"""cli/conversion.py: `bert-jax convert` / `parity` end to end, and one clean line for every bad
+checkpoint."""
 
 import json
 import os
@@ -111,8 +112,8 @@ def test_bin_without_torch_says_so(tmp_path, capsys, monkeypatch):
 
 
 def test_export_refuses_params_that_do_not_fit_config(tmp_path, capsys):
-    from bert_jax.checkpoints.huggingface import load_hf
-    from bert_jax.checkpoints.model_dir import save_model_dir
+    from bert_jax.model_files.huggingface import load_hf
+    from bert_jax.model_files.model_dir import save_model_dir
     src = str(tmp_path / "src")
     make_hf_model(src)
     config, params = load_hf(src)

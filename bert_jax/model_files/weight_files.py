@@ -16,7 +16,7 @@ import os
 import numpy as np
 
 from bert_jax import json_limits
-from bert_jax.checkpoints.paths import SAFETENSORS, SAFETENSORS_INDEX, TORCH_BIN
+from bert_jax.model_files.paths import SAFETENSORS, SAFETENSORS_INDEX, TORCH_BIN
 from bert_jax.errors import BertJaxError
 
 _INTEGER_BUFFERS = ("position_ids",)  # the format's own integer tensors
