@@ -10,12 +10,21 @@ temporary directory.
 Contexts are never cut: a 1M-character context makes about 1,000 windows of 384 tokens per
 question, so N questions make N × 1,000 windows. Before question answering was windowed lazily
 (tasks/question_answering/windows.py), all of them were held as arrays until the job ended.
+Since 2026-12-06 (issue 39) the context is tokenized once, not once per question (~2 s each at
+1M characters), each question's windows are put together from its tokens and the context's,
+and the model runs long windows a few rows at a time: a question costs ~3.7 s here, 3.6 of
+them the model's forward (8.8 s before; --profile splits the time). 1M characters × 10 / 100 /
+600 questions: 0.54 / 0.51 / 0.51 GiB peak, 45 / 370 / 2,160 s (AMD EPYC, 2 cores, shared; AVX-512
+f/bw/cd/dq/ifma/vl/vbmi/vbmi2/vnni/bf16/bitalg/vpopcntdq; bench/RESULTS.md).
 
   python bench/qa_memory.py [N ...] [--context-chars 1000000] [--max-seq-length 384]
-                            [--doc-stride 128] [--batch-size 32] [--jsonl]
+                            [--doc-stride 128] [--batch-size 32] [--jsonl] [--profile]
 
 N defaults to 10 100. --jsonl gives the questions as jsonl rows (question, context, id), one
-copy of the context per row, as code before SQuAD JSON input reads them.
+copy of the context per row, as code before SQuAD JSON input reads them. --profile instead
+times the parts of `answer_questions` in this process for each N, compilation excluded:
+tokenizing and counting (`Windows(...)`), putting windows together (iterating it), the
+model's forward, the best-span search (`BestSpans.add`).
 """
 
 from __future__ import annotations
@@ -116,6 +125,49 @@ def run_predict(model: str, source: str, output: str, args) -> tuple[int, float,
         return peak, wall, sum(1 for _ in f)
 
 
+def profile(model: str, context: str, qas: list[dict], args) -> dict[str, float]:
+    """Seconds of each part of answering `qas` (answer_questions' steps, timed one by one)."""
+    import functools
+
+    import jax
+    import numpy as np
+
+    import bert_jax.tasks.question_answering as qa
+    from bert_jax import inference
+    from bert_jax.tasks.question_answering import answers, windows
+    from bert_jax.tasks.question_answering.data import QAExample
+    from bert_jax.tasks.task import inputs_of
+    config, params, tok = inference.load(model)
+    apply = functools.partial(inference.jitted(qa._span_logits), config,
+                              jax.device_put(params))
+    length = args.max_seq_length
+    warm = {k: np.zeros((args.batch_size, length), np.int32)
+            for k in ("input_ids", "token_type_ids", "attention_mask")}
+    jax.block_until_ready(apply(warm))  # compiled before the clock starts
+    examples = [QAExample(q["id"], q["question"], context, (), ()) for q in qas]
+    parts = dict.fromkeys(("tokenize and count", "put windows together", "model forward",
+                           "best-span search"), 0.0)
+    start = time.perf_counter()
+    found = windows.Windows(tok, examples, length, args.doc_stride, "bench")
+    parts["tokenize and count"] = time.perf_counter() - start
+    spans = answers.BestSpans(examples)
+    chunks = iter(found)
+    while True:
+        start = time.perf_counter()
+        feats = next(chunks, None)
+        parts["put windows together"] += time.perf_counter() - start
+        if feats is None:
+            break
+        start = time.perf_counter()
+        logits = inference.run_batched(apply, inputs_of(feats), args.batch_size)
+        parts["model forward"] += time.perf_counter() - start
+        start = time.perf_counter()
+        spans.add(*logits, feats)
+        parts["best-span search"] += time.perf_counter() - start
+    assert len(spans.answers()) == len(qas)
+    return dict(parts, windows=len(found))
+
+
 def cpu_line() -> str:
     from bert_jax.runtime import environment
     cpu = environment.record()["cpu"]
@@ -131,11 +183,25 @@ def main(argv=None) -> None:
     parser.add_argument("--doc-stride", type=int, default=128)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--jsonl", action="store_true", help="jsonl rows, not SQuAD JSON")
+    parser.add_argument("--profile", action="store_true",
+                        help="time the parts of answering in this process instead")
     args = parser.parse_args(argv)
     context = context_text(args.context_chars)
     rows = []
     with tempfile.TemporaryDirectory(prefix="qa_memory-") as tmp:
         model = make_model(os.path.join(tmp, "model"), max(512, args.max_seq_length))
+        if args.profile:
+            print("| questions | windows | part | seconds | per question | share |")
+            print("|---:|---:|---|---:|---:|---:|")
+            for n in args.counts:
+                parts = profile(model, context, questions(n), args)
+                windows = parts.pop("windows")
+                total = sum(parts.values())
+                for name, seconds in parts.items():
+                    print(f"| {n:,} | {windows:,} | {name} | {seconds:.2f} | {seconds / n:.3f} "
+                          f"| {100 * seconds / total:.0f}% |", flush=True)
+            print(f"\n{cpu_line()}")
+            return
         for n in args.counts:
             qas = questions(n)
             source = os.path.join(tmp, f"questions-{n}.{'jsonl' if args.jsonl else 'json'}")

@@ -235,6 +235,122 @@ def test_windows_are_encoded_a_few_windows_at_a_time_with_the_same_result(toks, 
     assert list(qa_windows._chunks([3, 1, 5, 2, 2], 4)) == [(0, 2), (2, 3), (3, 5)]
 
 
+def _squad_sample(tmp_path):
+    """A real SQuAD-format file: Emma's paragraphs (one of five, over 384 tokens) with three
+    to four questions each (a short one, a long one that leaves a window little room, one with
+    accents), a paragraph with accents, CJK and a literal [SEP], and one shorter than any
+    window; read as predict reads it."""
+    paragraphs = _paragraphs(8)
+    contexts = paragraphs[:3] + [" ".join(paragraphs[3:])] + [
+        "Café Müller — naïve résumé of 北京 and Zürich; she said [SEP] and Ëmma smiled. "
+        + _paragraphs(1)[0], "Emma Woodhouse, handsome, clever, and rich."]
+    long = ("What did Miss Woodhouse think about the résumé of Mr. Knightley's long visit to "
+            "Hartfield, and why did she say so to Harriet Smith before dinner? ")
+    paragraphs = [{"context": c, "qas": [
+        {"id": f"p{p}-short", "question": "Who?"},
+        {"id": f"p{p}-long", "question": long},
+        {"id": f"p{p}-accents", "question": f"Où est allée Ëmma in part {p}, naïvely?"}]
+        + ([{"id": f"p{p}-x", "question": "And then?"}] if p % 2 else [])}
+        for p, c in enumerate(contexts)]
+    path = tmp_path / "sample.json"
+    path.write_text(json.dumps({"version": "1.1", "data": [{"title": "Emma", "paragraphs":
+                                                            paragraphs}]}), encoding="utf-8")
+    examples = squad.read_squad_questions(str(path))
+    assert len(examples) == 21 and len({e.context for e in examples}) == 6
+    return examples
+
+
+def _vocabularies(minilm_dir):
+    """Uncased, accents stripped (MiniLM's vocab.txt and its tokenizer.json, the bundled Austen
+    vocabulary) and the same vocab.txt read cased (case and accents kept: such words are [UNK])."""
+    from bert_jax import resources
+    return {"minilm vocab.txt": load(os.path.join(minilm_dir, "vocab.txt")),
+            "minilm tokenizer.json": load(os.path.join(minilm_dir, "tokenizer.json")),
+            "austen": load(resources.bundled("austen/vocab")),
+            "minilm vocab.txt, cased": load(os.path.join(minilm_dir, "vocab.txt"),
+                                            lowercase=False)}
+
+
+def _pair_windows(tok, examples, max_length, stride):
+    """Every window encoded as a pair by the tokenizer itself, as before windows were put
+    together from each context's tokens."""
+    windows = qa_windows.Windows(tok, examples, max_length, stride, "test")
+    parts = [qa_windows._pairs(tok, examples, lo, hi, max_length, stride)
+             for lo, hi in qa_windows._chunks(windows.counts, 1000)]
+    return {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
+
+
+@pytest.mark.parametrize("max_length,stride", [(64, 16), (96, 0), (128, 48), (384, 128)])
+def test_windows_put_together_from_each_context_tokenized_once_equal_the_tokenizers(
+        minilm_dir, tmp_path, monkeypatch, max_length, stride):
+    """Windows built from the question's tokens and a slice of its context's cached tokens are
+    the tokenizer's own pair windows (truncation "only_second", stride, overflow): ids, type
+    ids, mask, offsets and example index, whole and in chunks that split a question's windows;
+    the answers on them are the same; each context is tokenized once for all its questions."""
+    import bert_jax.tasks.question_answering as qa_module
+    examples = _squad_sample(tmp_path)
+    for name, tok in _vocabularies(minilm_dir).items():
+        reference = _pair_windows(tok, examples, max_length, stride)
+        counts = np.bincount(reference["example_index"], minlength=len(examples))
+        assert counts.min() == 1 and counts.max() >= 3, name  # short context; several windows
+        for size in (1000, 7):
+            monkeypatch.setattr(qa_windows, "_ENCODE_WINDOWS", size)
+            windows = qa_windows.Windows(tok, examples, max_length, stride, "test")
+            assert windows.template is not None
+            chunks = list(windows)
+            got = {key: np.concatenate([c[key] for c in chunks]) for key in chunks[0]}
+            assert got.keys() == reference.keys()
+            for key in reference:
+                assert got[key].dtype == reference[key].dtype, (name, key)
+                assert np.array_equal(got[key], reference[key]), (name, size, key)
+            assert len(windows) == len(reference["input_ids"])
+            assert max(len(c["input_ids"]) for c in chunks) <= size
+            expected = qa_answers.best_answers(*_row_logits(reference), reference, examples,
+                                               20, 30)
+            assert qa_module.best_spans(_row_logits, windows, 20, 30).answers() == expected
+            assert len({a["answer"] for a in expected}) >= 10
+
+    contexts = {e.context for e in examples}
+
+    class Counting:  # the tokenizer, counting the characters of contexts it tokenizes
+        def __init__(self, tok):
+            self.tok, self.chars = tok, 0
+
+        def encode_batch(self, inputs, **kwargs):
+            self.chars += sum(len(x[1]) if isinstance(x, tuple) else len(x) for x in inputs
+                              if isinstance(x, tuple) or x in contexts)
+            return self.tok.encode_batch(inputs, **kwargs)
+
+        def __getattr__(self, name):
+            return getattr(self.tok, name)
+
+    tok = Counting(_vocabularies(minilm_dir)["austen"])
+    monkeypatch.setattr(qa_windows, "_ENCODE_WINDOWS", 7)
+    windows = qa_windows.Windows(tok, examples, max_length, stride, "test")
+    for _ in range(2):
+        list(windows)
+    assert tok.chars == sum(len(c) for c in contexts)  # once, however many passes
+
+
+def test_a_tokenizer_with_another_pair_layout_is_encoded_pair_by_pair(minilm_dir, tmp_path):
+    """A pair template that is not specials, question, specials, context, specials (here the
+    context comes first) is not put together from parts: the tokenizer encodes each pair."""
+    from tokenizers import processors
+    examples = _squad_sample(tmp_path)[:6]
+    tok = load(os.path.join(minilm_dir, "vocab.txt"))
+    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A:0 [SEP]:0", pair="[CLS] $B:1 [SEP]:1 $A:0 [SEP]:0",
+        special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+    windows = qa_windows.Windows(tok, examples, 64, 16, "test")
+    assert windows.template is None
+    got = qa_windows.features(tok, examples, 64, 16, training=False)
+    reference = _pair_windows(tok, examples, 64, 16)
+    for key in reference:
+        assert np.array_equal(got[key], reference[key]), key
+    assert tok.truncation is None and tok.padding is None
+
+
 def test_answer_at_window_edges(toks):
     """An answer across a window boundary is labelled only in the window that holds it; one in
     a window's last context token points there (run_qa's scan would run past the [SEP])."""

@@ -111,11 +111,41 @@ def answer_questions(config, params, tok, questions: Sequence[str], contexts: Se
     return spans.answers(version_2, null_threshold)
 
 
+# attention scores (heads × L × L float32 a window) of the windows the model runs on at once in
+# `predict`: a batch whose scores pass this runs as `_rows_at_once` rows at a time (see there)
+_SCORES_BYTES = 8 << 20
+
+
 def _span_logits(config, params, batch):
-    """(start (B, L), end (B, L)) logits of a BertForQuestionAnswering."""
+    """(start (B, L), end (B, L)) logits of a BertForQuestionAnswering, a few rows at a time
+    where the batch's attention scores would not stay in cache (`_rows_at_once`)."""
+    import jax
+
     from bert_jax.models import BertForQuestionAnswering
-    return BertForQuestionAnswering(config).apply(
-        {"params": params}, batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
+
+    def logits(rows):
+        return BertForQuestionAnswering(config).apply(
+            {"params": params}, rows["input_ids"], rows["token_type_ids"],
+            rows["attention_mask"])
+
+    count, length = batch["input_ids"].shape
+    group = _rows_at_once(config, count, length)
+    if group == count:
+        return logits(batch)
+    groups = jax.tree.map(lambda x: x.reshape(count // group, group, *x.shape[1:]), batch)
+    start, end = jax.lax.map(logits, groups)
+    return start.reshape(count, length), end.reshape(count, length)
+
+
+def _rows_at_once(config, rows: int, length: int) -> int:
+    """Rows of a (rows, length) batch to run the model on at once: all, unless their attention
+    scores pass _SCORES_BYTES; then the largest divisor of `rows` (at least 2) whose scores fit.
+    Long windows of a narrow model are memory-bound on scores that leave the cache; a few rows
+    at a time they stay, and each row's logits are the same bits (tested; figures:
+    bench/RESULTS.md). Never one row at a time: at width 256 a single row gave other bits."""
+    per_row = config.num_attention_heads * length * length * 4
+    fits = [g for g in range(2, rows) if rows % g == 0 and g * per_row <= _SCORES_BYTES]
+    return max(fits) if rows * per_row > _SCORES_BYTES and fits else rows
 
 
 def _predict(request: PredictRequest, config, params, tok, warn) -> str:
