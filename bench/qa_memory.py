@@ -14,8 +14,9 @@ Since 2026-12-06 (issue 39) the context is tokenized once, not once per question
 1M characters), each question's windows are put together from its tokens and the context's,
 and the model runs long windows a few rows at a time: a question costs ~3.7 s here, 3.6 of
 them the model's forward (8.8 s before; --profile splits the time). 1M characters × 10 / 100 /
-600 questions: 0.54 / 0.51 / 0.51 GiB peak, 45 / 370 / 2,160 s (AMD EPYC, 2 cores, shared; AVX-512
-f/bw/cd/dq/ifma/vl/vbmi/vbmi2/vnni/bf16/bitalg/vpopcntdq; bench/RESULTS.md).
+600 / 1,000 questions: 0.54 / 0.51 / 0.51 / 0.49 GiB peak, 45 / 370 / 2,160 / 1,809 s (AMD EPYC,
+AVX-512 f/bw/cd/dq/ifma/vl/vbmi/vbmi2/vnni/bf16/bitalg/vpopcntdq; 2 cores shared, the last on one
+core of its own; bench/RESULTS.md).
 
   python bench/qa_memory.py [N ...] [--context-chars 1000000] [--max-seq-length 384]
                             [--doc-stride 128] [--batch-size 32] [--jsonl] [--profile]
