@@ -444,6 +444,48 @@ def test_reinit_layers_and_reinit_attention_start_those_parameters_at_the_models
         reinit_query_key(loaded, jax.device_get(fresh), 3, "init")
 
 
+def test_rescale_embeddings_keeps_the_models_outputs_and_starts_the_tables_at_that_sigma(
+        tiny, tmp_path):
+    """config.rescale_embeddings=σ multiplies the word, position and segment tables by one
+    factor (the word table's σ becomes σ; the three keep their ratios) and leaves every other
+    parameter as loaded; LayerNorm after their sum keeps the encoder's outputs (≤ 1e-5). A run
+    at a rate of 1e-12 keeps exactly those tables. 0 is off; a negative or NaN σ is refused."""
+    from flax import traverse_util
+
+    from bert_jax.models.encoder import BertModel
+    from bert_jax.model_files import parity
+    from bert_jax.training.initial_params import rescale_embeddings
+    bert_config, loaded = pretrained.load_pretrained(str(tiny / "init"))
+    scaled = rescale_embeddings(loaded, 0.005)
+    tables = ("word_embeddings", "position_embeddings", "token_type_embeddings")
+    emb, before = scaled["bert"]["embeddings"], loaded["bert"]["embeddings"]
+    assert np.std(emb["word_embeddings"]["embedding"]) == pytest.approx(0.005, rel=1e-5)
+    factor = 0.005 / np.std(before["word_embeddings"]["embedding"])
+    assert factor == pytest.approx(0.25, rel=0.05)  # transformers' init: σ 0.02
+    for name in tables:
+        np.testing.assert_allclose(emb[name]["embedding"], before[name]["embedding"] * factor,
+                                   rtol=1e-6, err_msg=name)
+    flat = traverse_util.flatten_dict(scaled, sep="/")
+    for name, value in traverse_util.flatten_dict(loaded, sep="/").items():
+        if not any(t in name for t in tables):
+            assert flat[name] is value, name
+    batch = parity.inputs_np(parity.parity_batch(bert_config, 4, 21, seed=0))
+    outputs = [BertModel(bert_config).apply({"params": p["bert"]}, **batch)
+               for p in (loaded, scaled)]
+    for a, b in zip(*outputs):
+        np.testing.assert_allclose(np.asarray(b), np.asarray(a), atol=1e-5)
+    finetuner.finetune(config(tiny, epochs=1, learning_rate=1e-12, rescale_embeddings=0.005),
+                       str(tmp_path / "w"))
+    _, kept = pretrained.load_model_dir(str(tmp_path / "w" / "model"))
+    for name in tables:
+        np.testing.assert_allclose(kept["bert"]["embeddings"][name]["embedding"],
+                                   emb[name]["embedding"], atol=1e-9, err_msg=name)
+    for bad in (-0.02, float("nan")):
+        with pytest.raises(BertJaxError, match="config.rescale_embeddings: expected 0"):
+            finetuner.finetune(config(tiny, rescale_embeddings=bad), str(tmp_path / "bad"))
+    assert not (tmp_path / "bad").exists()
+
+
 def test_head_init_distributions():
     """"normal" is a plain normal (4.6% of draws beyond 2σ, σ as asked); the default, truncated
     at 2σ, has none; other groups and biases are untouched; an unknown kind is refused."""

@@ -8,6 +8,7 @@ optim.make_optimizer serves both (see `optimizer_settings`).
 from __future__ import annotations
 
 import dataclasses
+import math
 import typing
 from typing import Optional
 
@@ -41,6 +42,9 @@ class FinetuneConfig:
     reinit_attention: int = 0  # > 0: only the query and key projections of the top N layers
     #   start at the model's own init: their attention starts even ([CLS] reads every token)
     #   while values, feed-forward and embeddings keep what pretraining learned; same model
+    rescale_embeddings: float = 0.0  # > 0: the embedding tables start scaled to this σ (e.g.
+    #   0.02, the init's), the model's outputs unchanged (LayerNorm follows their sum): a
+    #   pretrained table grown large moves as easily, relative to its size, as a fresh one
     # data: a hub dataset, or local files (csv, tsv, json, jsonl, parquet)
     dataset: str = ""  # `datasets` hub name, e.g. "glue", "name@revision" pinned ("" = local files)
     dataset_config: str = ""  # its configuration, e.g. "sst2"
@@ -135,6 +139,9 @@ def validate(cfg: FinetuneConfig) -> FinetuneConfig:
                  "on_nonfinite": config_files.NONFINITE_POLICIES},
         fractions=("warmup_ratio",) + (("dropout",) if cfg.dropout is not None else ()),
         positive=("learning_rate", "adam_eps", "max_grad_norm"))
+    if not (cfg.rescale_embeddings == 0 or 0 < cfg.rescale_embeddings < math.inf):
+        raise BertJaxError(f"config.rescale_embeddings: expected 0 (off) or a positive σ, got "
+                           f"{cfg.rescale_embeddings}")
     if cfg.num_choices < 2:
         raise BertJaxError(f"config.num_choices: expected at least 2 endings to choose from, "
                            f"got {cfg.num_choices}")

@@ -112,6 +112,8 @@ def build(cfg: FinetuneConfig, mesh=None) -> FinetuneParts:
         pretrained = initial_params.reinit_top(pretrained, fresh, cfg.reinit_layers, cfg.init_from)
         pretrained = initial_params.reinit_query_key(pretrained, fresh, cfg.reinit_attention,
                                                      cfg.init_from)
+    if cfg.rescale_embeddings:
+        pretrained = initial_params.rescale_embeddings(pretrained, cfg.rescale_embeddings)
     return FinetuneParts(
         cfg, task, task_data, tok, config, model, settings, schedule,
         optim.make_optimizer(settings, schedule), per_epoch, total,

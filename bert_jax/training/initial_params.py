@@ -85,6 +85,24 @@ def reinit_query_key(params: dict, fresh_encoder: dict, layers: int, where: str)
     return dict(params, bert=bert)
 
 
+def rescale_embeddings(params: dict, std: float) -> dict:
+    """`params` with the word, position and segment embedding tables multiplied by one factor,
+    `std` over the word table's standard deviation: the word table's becomes `std`, and the
+    LayerNorm after the three tables' sum gives the same outputs (up to float rounding), so the
+    model computes what it did. Why: Adam moves a weight by about the rate each step whatever
+    its size, and pretraining grows these tables (σ 0.10 in the default export against the
+    init's 0.02), so fine-tuning moves a pretrained table five times more slowly, relative to
+    its size, than a fresh one; scaled back to the init's σ, it is as easy to move, and what
+    pretraining learned is still its starting direction (bench/RESULTS.md, issue 37)."""
+    emb = params["bert"]["embeddings"]
+    words = np.asarray(emb["word_embeddings"]["embedding"])
+    factor = np.float32(std) / words.std()
+    tables = ("word_embeddings", "position_embeddings", "token_type_embeddings")
+    scaled = {name: (dict(emb[name], embedding=np.asarray(emb[name]["embedding"]) * factor)
+                     if name in tables else emb[name]) for name in emb}
+    return dict(params, bert=dict(params["bert"], embeddings=scaled))
+
+
 def sinusoids(positions: int, features: int, std: float) -> np.ndarray:
     """(positions, features) float32: sin / cos pairs at geometric wavelengths 2π … 10⁴·2π,
     scaled to root-mean-square `std`, the normal init's (a sin/cos pair's squares sum to 1)."""
