@@ -234,9 +234,11 @@ def finetune_once(init: str, overrides: list[str], workdir: str) -> dict:
     from bert_jax.training.config_files import apply_overrides
     from bert_jax.training.finetune import finetune
     from bert_jax.training.finetune_config import FinetuneConfig
+    from bert_jax.runtime import workdir_lock
     cfg = apply_overrides(FinetuneConfig(), [*overrides, f"init_from={init}"])
     t = time.perf_counter()
-    metrics = finetune(cfg, workdir).metrics  # metrics.json's content
+    with workdir_lock.hold(workdir):  # as `bert-jax finetune`: two protocols sharing a run's
+        metrics = finetune(cfg, workdir).metrics  # workdir broke its checkpoints (2026-12-07)
     return {"dev": {k: v for k, v in metrics["validation"].items() if k != "epoch"},
             "best_epoch": metrics["best_epoch"], "test": metrics["test"],
             "dev_by_epoch": [h[metrics["best_metric"]] for h in metrics["epochs"]],

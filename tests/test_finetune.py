@@ -484,6 +484,9 @@ def test_rescale_embeddings_keeps_the_models_outputs_and_starts_the_tables_at_th
         with pytest.raises(BertJaxError, match="config.rescale_embeddings: expected 0"):
             finetuner.finetune(config(tiny, rescale_embeddings=bad), str(tmp_path / "bad"))
     assert not (tmp_path / "bad").exists()
+    flat_table = {"bert": {"embeddings": {"word_embeddings": {"embedding": np.zeros((4, 2))}}}}
+    with pytest.raises(BertJaxError, match="word embedding table's σ is 0.0"):
+        rescale_embeddings(flat_table, 0.02)
 
 
 def test_head_init_distributions():

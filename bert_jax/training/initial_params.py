@@ -96,7 +96,11 @@ def rescale_embeddings(params: dict, std: float) -> dict:
     pretraining learned is still its starting direction (bench/RESULTS.md, issue 37)."""
     emb = params["bert"]["embeddings"]
     words = np.asarray(emb["word_embeddings"]["embedding"])
-    factor = np.float32(std) / words.std()
+    spread = words.std()
+    if not spread > 0:  # a constant (or non-finite) table has no scale to set
+        raise BertJaxError(f"config.rescale_embeddings: the word embedding table's σ is "
+                           f"{spread}; expected a positive, finite one")
+    factor = np.float32(std) / spread
     tables = ("word_embeddings", "position_embeddings", "token_type_embeddings")
     scaled = {name: (dict(emb[name], embedding=np.asarray(emb[name]["embedding"]) * factor)
                      if name in tables else emb[name]) for name in emb}
