@@ -8,7 +8,6 @@ optim.make_optimizer serves both (see `optimizer_settings`).
 from __future__ import annotations
 
 import dataclasses
-import math
 import typing
 from typing import Optional
 
@@ -138,10 +137,8 @@ def validate(cfg: FinetuneConfig) -> FinetuneConfig:
                  "optimizer": ("adamw", "lamb"),
                  "on_nonfinite": config_files.NONFINITE_POLICIES},
         fractions=("warmup_ratio",) + (("dropout",) if cfg.dropout is not None else ()),
-        positive=("learning_rate", "adam_eps", "max_grad_norm"))
-    if not (cfg.rescale_embeddings == 0 or 0 < cfg.rescale_embeddings < math.inf):
-        raise BertJaxError(f"config.rescale_embeddings: expected 0 (off) or a positive σ, got "
-                           f"{cfg.rescale_embeddings}")
+        positive=("learning_rate", "adam_eps", "max_grad_norm")
+        + (("rescale_embeddings",) if cfg.rescale_embeddings != 0 else ()))  # 0: off
     if cfg.num_choices < 2:
         raise BertJaxError(f"config.num_choices: expected at least 2 endings to choose from, "
                            f"got {cfg.num_choices}")
