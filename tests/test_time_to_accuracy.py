@@ -6,9 +6,11 @@ import json
 import os
 
 import jax
+import pytest
 from conftest import ROOT, bench_module
 
 
+@pytest.mark.slow  # two worker processes, ours and transformers'
 def test_harness_runs_both_frameworks_on_identical_heldout_masks(pretrain_setup, tmp_path,
                                                                  monkeypatch, capfd):
     """The harness's own main() here; it runs each framework in a worker process of its own."""

@@ -280,3 +280,41 @@ def test_total_loss_adds_nsp_only_when_there_is_one():
     assert losses.total_loss({"mlm_loss": 2.5, "nsp_loss": 0.5})["loss"] == 3.0
     values = {"mlm_loss": 2.5, "mlm_accuracy": 0.1}
     assert losses.total_loss(values) is values and values["loss"] == 2.5
+
+
+@pytest.mark.parametrize("optimizer", ["adamw", "lamb"])
+def test_layer_rate_decay_scales_each_layers_update_by_decay_to_its_depth(optimizer):
+    """config.layer_lr_decay: on a 3-layer classifier's own parameter tree, every update (the
+    weight decay in it) is the undecayed optimiser's times 0.5^depth: the head, pooler and
+    top layer ×1, layer 1 ×0.5, layer 0 ×0.25, the embeddings ×0.125."""
+    from bert_jax.models import BertForSequenceClassification
+    config = CONFIG.replace(num_hidden_layers=3)  # two labels (id2label) by default
+    ids = jnp.zeros((1, 8), jnp.int32)
+    shapes = jax.eval_shape(BertForSequenceClassification(config).init, jax.random.key(0), ids)
+    params = jax.tree.map(lambda s: jnp.full(s.shape, 0.7, s.dtype), shapes["params"])
+    grads = jax.tree.map(lambda p: jnp.full_like(p, 0.3), params)
+    cfg = PretrainConfig(learning_rate=1e-3, warmup_steps=0, steps=10, weight_decay=0.01,
+                         optimizer=optimizer)
+    plain = optim.make_optimizer(cfg)
+    decayed = optim.make_optimizer(cfg, layer_decay=0.5, num_layers=3)
+    expected, _ = plain.update(grads, plain.init(params), params)
+    found, _ = decayed.update(grads, decayed.init(params), params)
+    factor = {"classifier": 1, "pooler": 1, "layer_2": 1, "layer_1": 0.5, "layer_0": 0.25,
+              "embeddings": 0.125}
+    seen = set()
+    for (path, want), got in zip(jax.tree_util.tree_leaves_with_path(expected),
+                                 jax.tree.leaves(found)):
+        group = next(k.key for k in path if k.key in factor)
+        seen.add(group)
+        np.testing.assert_allclose(got, factor[group] * want, rtol=1e-6, err_msg=str(path))
+    assert seen == set(factor)
+
+
+def test_layer_lr_decay_is_refused_outside_zero_to_one():
+    from bert_jax.training.finetune_config import FinetuneConfig, validate
+    base = FinetuneConfig(init_from="m", train_file="t.csv", validation_file="v.csv")
+    assert validate(base.replace(layer_lr_decay=0.8)).layer_lr_decay == 0.8
+    for bad in (0.0, -0.5, 1.5, float("nan")):
+        with pytest.raises(BertJaxError, match=r"^config.layer_lr_decay: expected a value in "
+                                               r"\(0, 1\], got "):
+            validate(base.replace(layer_lr_decay=bad))

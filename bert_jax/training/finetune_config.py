@@ -44,6 +44,9 @@ class FinetuneConfig:
     rescale_embeddings: float = 0.0  # > 0: the embedding tables start scaled to this σ (e.g.
     #   0.02, the init's), the model's outputs unchanged (LayerNorm follows their sum): a
     #   pretrained table grown large moves as easily, relative to its size, as a fresh one
+    layer_lr_decay: float = 1.0  # < 1: layer-wise rate decay (Sun et al. 2019): the head,
+    #   pooler and top layer at the rate, each layer below at this times the one above, the
+    #   embeddings at this^L (optim.layer_rate_decay); 1 = every parameter at the rate
     # data: a hub dataset, or local files (csv, tsv, json, jsonl, parquet)
     dataset: str = ""  # `datasets` hub name, e.g. "glue", "name@revision" pinned ("" = local files)
     dataset_config: str = ""  # its configuration, e.g. "sst2"
@@ -139,6 +142,9 @@ def validate(cfg: FinetuneConfig) -> FinetuneConfig:
         fractions=("warmup_ratio",) + (("dropout",) if cfg.dropout is not None else ()),
         positive=("learning_rate", "adam_eps", "max_grad_norm")
         + (("rescale_embeddings",) if cfg.rescale_embeddings != 0 else ()))  # 0: off
+    if not 0 < cfg.layer_lr_decay <= 1:  # NaN fails this too
+        raise BertJaxError(f"config.layer_lr_decay: expected a value in (0, 1], got "
+                           f"{cfg.layer_lr_decay}")
     if cfg.num_choices < 2:
         raise BertJaxError(f"config.num_choices: expected at least 2 endings to choose from, "
                            f"got {cfg.num_choices}")

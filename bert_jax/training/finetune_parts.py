@@ -116,7 +116,8 @@ def build(cfg: FinetuneConfig, mesh=None) -> FinetuneParts:
         pretrained = initial_params.rescale_embeddings(pretrained, cfg.rescale_embeddings)
     return FinetuneParts(
         cfg, task, task_data, tok, config, model, settings, schedule,
-        optim.make_optimizer(settings, schedule), per_epoch, total,
+        optim.make_optimizer(settings, schedule, layer_decay=cfg.layer_lr_decay,
+                             num_layers=config.num_hidden_layers), per_epoch, total,
         run.jit_train_step(mesh, steps.make_finetune_step(schedule, task.loss), cfg.remat,
                            cfg.dtype),
         run.jit_eval(mesh, steps.task_logits), pretrained,

@@ -78,12 +78,14 @@ def lamb(schedule: optax.Schedule, b1: float, b2: float, eps: float,
         optax.scale_by_learning_rate(schedule))
 
 
-def make_optimizer(cfg, schedule: Optional[optax.Schedule] = None
+def make_optimizer(cfg, schedule: Optional[optax.Schedule] = None, *,
+                   layer_decay: float = 1.0, num_layers: int = 0
                    ) -> optax.GradientTransformation:
     """From a PretrainConfig (or any object with the same optimisation fields).
 
     `schedule`: the learning-rate schedule, when the caller has built it already (the job logs
-    it too); None builds learning_rate_schedule from cfg.
+    it too); None builds learning_rate_schedule from cfg. `layer_decay` < 1: each update is
+    scaled by its layer's factor (layer_rate_decay; fine-tuning's config.layer_lr_decay).
     """
     if schedule is None:
         schedule = learning_rate_schedule(cfg.learning_rate, cfg.warmup_steps, cfg.steps,
@@ -93,7 +95,34 @@ def make_optimizer(cfg, schedule: Optional[optax.Schedule] = None
     else:
         update = optax.adamw(schedule, b1=cfg.adam_b1, b2=cfg.adam_b2, eps=cfg.adam_eps,
                              weight_decay=cfg.weight_decay, mask=decay_mask)
+    if layer_decay != 1.0:
+        update = optax.chain(update, layer_rate_decay(layer_decay, num_layers))
     return optax.chain(clip_by_global_norm(cfg.max_grad_norm), update)
+
+
+def layer_depth(path, num_layers: int) -> int:
+    """How many encoder layers lie between a parameter and the task head: 0 for the head, the
+    pooler and the top layer, L − 1 − i for encoder layer i, L for the embeddings."""
+    names = [getattr(k, "key", k) for k in path]
+    if names[0] != "bert" or names[1] == "pooler":
+        return 0
+    if names[1] == "embeddings":
+        return num_layers
+    return num_layers - 1 - int(str(names[2]).removeprefix("layer_"))
+
+
+def layer_rate_decay(decay: float, num_layers: int) -> optax.GradientTransformation:
+    """Layer-wise rate decay (Sun et al. 2019, "How to Fine-Tune BERT for Text Classification";
+    ELECTRA's and DeBERTa's recipes): a parameter's update, weight decay included, times
+    decay^depth (layer_depth) — the head and the top layer at the full rate, each layer below
+    at `decay` times the one above it, the embeddings at decay^L: what pretraining taught the
+    lower layers moves least. optax.multi_transform of optax.scale per depth."""
+    def depths(params):
+        return jax.tree_util.tree_map_with_path(
+            lambda path, _: str(layer_depth(path, num_layers)), params)
+
+    return optax.multi_transform(
+        {str(d): optax.scale(decay ** d) for d in range(num_layers + 1)}, depths)
 
 
 def _is_schedule_state(x) -> bool:
