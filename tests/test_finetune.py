@@ -481,7 +481,8 @@ def test_rescale_embeddings_keeps_the_models_outputs_and_starts_the_tables_at_th
         np.testing.assert_allclose(kept["bert"]["embeddings"][name]["embedding"],
                                    emb[name]["embedding"], atol=1e-9, err_msg=name)
     for bad in (-0.02, float("nan")):
-        with pytest.raises(BertJaxError, match="config.rescale_embeddings: expected a positive number"):
+        with pytest.raises(BertJaxError,
+                           match="config.rescale_embeddings: expected a positive number"):
             finetuner.finetune(config(tiny, rescale_embeddings=bad), str(tmp_path / "bad"))
     assert not (tmp_path / "bad").exists()
     flat_table = {"bert": {"embeddings": {"word_embeddings": {"embedding": np.zeros((4, 2))}}}}

@@ -108,7 +108,7 @@ def layer_depth(path, num_layers: int) -> int:
         return 0
     if names[1] == "embeddings":
         return num_layers
-    return num_layers - 1 - int(str(names[2]).removeprefix("layer_"))
+    return num_layers - 1 - int(names[2].removeprefix("layer_"))
 
 
 def layer_rate_decay(decay: float, num_layers: int) -> optax.GradientTransformation:
