@@ -200,13 +200,18 @@ class OursTrainer:
         import jax
         import jax.numpy as jnp
 
-        from bert_jax.runtime import rng, xla_options
+        from bert_jax.runtime import rng, sharding, xla_options
         from bert_jax.training import steps
         parts, cfg = s.parts, s.cfg
         self.cfg = cfg
         self.jnp, self.jax, self.heldout, self.seen = jnp, jax, s.heldout, []
-        self.state = steps.TrainState.create(apply_fn=parts.model.apply,
-                                             params=initial_params(s), tx=parts.tx)
+        # replicated over the mesh as the job's state is (run.init_state): a state on one
+        # device is another input sharding, so the step would compile for it and again for
+        # the replicated state its first call returns (and never share the job's executable)
+        self.state = jax.device_put(
+            steps.TrainState.create(apply_fn=parts.model.apply, params=initial_params(s),
+                                    tx=parts.tx),
+            sharding.replicated(sharding.make_mesh()))
         self.key = rng.run_key(cfg.seed)  # the job's run key
         self.budget = bool(cfg.time_budget_minutes)
         self.pending = None

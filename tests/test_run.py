@@ -76,6 +76,17 @@ def test_init_state_draws_from_the_init_stream_and_keeps_pretrained_groups(ctx):
     got = sharding.fetch(state.params)
     jax.tree.map(np.testing.assert_array_equal, got["bert"], encoder)  # pretrained encoder
     jax.tree.map(np.testing.assert_array_equal, got["classifier"], fresh["classifier"])
+    # only the leaves a checkpoint lacks are drawn (the rest of the init is dead code to XLA),
+    # and they are the full init's to the bit, after `start`: here a pooler and the head
+    start = lambda p: jax.tree.map(lambda x: x * 2.0, p)  # noqa: E731
+    no_pooler = {k: v for k, v in encoder.items() if k != "pooler"}
+    state = run.init_state(ctx, model, optax.sgd(0.1), max_seq_length=8, seed=3,
+                           pretrained={"bert": no_pooler}, source="test", start=start)
+    got = sharding.fetch(state.params)
+    jax.tree.map(np.testing.assert_array_equal, got["bert"], dict(
+        no_pooler, pooler=jax.tree.map(lambda x: x * 2.0, fresh["bert"]["pooler"])))
+    jax.tree.map(np.testing.assert_array_equal, got["classifier"],
+                 jax.tree.map(lambda x: x * 2.0, fresh["classifier"]))
 
 
 def test_named_streams_are_apart_from_every_step_key():

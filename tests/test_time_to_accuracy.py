@@ -95,3 +95,5 @@ def test_the_benchmark_steps_the_jobs_own_step(pretrain_setup, tmp_path):
         for name in ("loss", "mlm_loss", "nsp_loss", "mlm_accuracy"):
             assert abs(ours[name] - job[step][name]) <= 1e-6, (step, name, ours[name],
                                                                 job[step][name])
+    # its state replicated as the job's: the step compiled once, not again for its own output
+    assert trainer.step_fn._cache_size() == 1

@@ -178,6 +178,8 @@ def merge_params(loaded: dict, fresh: dict, path: str) -> dict:
 
     Groups the checkpoint lacks (say, pretraining heads on a released encoder) keep their fresh
     init; groups only the checkpoint has (say, a classifier) are left out. Both are logged.
+    `fresh` may hold jax.ShapeDtypeStruct leaves (jax.eval_shape's): those it keeps are the
+    ones the caller still has to draw.
     """
     from flax import traverse_util
     merged = {}
@@ -202,10 +204,15 @@ def merge_params(loaded: dict, fresh: dict, path: str) -> dict:
         if extra:
             raise BertJaxError(f"{path}: {group} has parameters this model lacks: "
                                f"{', '.join(extra[:3])}")
-        merged[group] = jax.tree.map(lambda x: np.asarray(x, np.float32), loaded[group])
+        merged[group] = jax.tree.map(_as_float32, loaded[group])
     for group in sorted(set(loaded) - set(fresh)):
         log.warning("%s: ignoring its %s parameters (not part of this model)", path, group)
     return merged
+
+
+def _as_float32(leaf):
+    """A loaded weight as float32; a fresh placeholder (a pooler the checkpoint lacks) as is."""
+    return leaf if isinstance(leaf, jax.ShapeDtypeStruct) else np.asarray(leaf, np.float32)
 
 
 def _match_pooler(loaded: dict, fresh: dict, path: str) -> dict:

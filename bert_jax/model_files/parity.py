@@ -58,14 +58,16 @@ def compare(hf_dir: str, dtype: str = "float32", batch_size: int = 3, seq_len: i
         ref = hf(**inputs)
         ref_bert = ref if architecture == "BertModel" else hf.bert(**inputs)
     compute = jnp.dtype(dtype)
-    seq, pooled = BertModel(config, compute).apply({"params": params["bert"]}, **inputs_np(batch))
+    seq, pooled = _forward(BertModel(config, compute))({"params": params["bert"]},
+                                                       **inputs_np(batch))
     report = {"sequence_output": _maxdiff(seq, ref_bert.last_hidden_state)}
     if ref_bert.pooler_output is not None:
         report["pooled_output"] = _maxdiff(pooled, ref_bert.pooler_output)
     positions = np.asarray(batch["masked_lm_positions"])
     module = model_for_params(config, params, compute, architecture)
     if architecture in ("BertForPreTraining", "BertForMaskedLM"):
-        out = module.apply({"params": params}, **inputs_np(batch), masked_lm_positions=positions)
+        out = _forward(module)({"params": params}, **inputs_np(batch),
+                               masked_lm_positions=positions)
         mlm = out[0] if architecture == "BertForPreTraining" else out
         ref_mlm = ref.prediction_logits if architecture == "BertForPreTraining" else ref.logits
         ref_mlm = np.take_along_axis(ref_mlm.numpy(), positions[..., None], axis=1)
@@ -75,10 +77,17 @@ def compare(hf_dir: str, dtype: str = "float32", batch_size: int = 3, seq_len: i
             report["nsp_logits"] = _maxdiff(out[1], ref.seq_relationship_logits)
             report["nsp_argmax_agreement"] = _agreement(out[1], ref.seq_relationship_logits)
     elif architecture == "BertForSequenceClassification":
-        logits = module.apply({"params": params}, **inputs_np(batch))
+        logits = _forward(module)({"params": params}, **inputs_np(batch))
         report["classifier_logits"] = _maxdiff(logits, ref.logits)
         report["classifier_argmax_agreement"] = _agreement(logits, ref.logits)
     return report
+
+
+def _forward(module):
+    """module.apply compiled whole: run eagerly, each of its ~100 operations compiles on its
+    own, several times slower than one program (a parity check is a one-off)."""
+    import jax
+    return jax.jit(module.apply)
 
 
 def inputs_np(batch) -> dict[str, np.ndarray]:

@@ -99,13 +99,29 @@ def init_state(ctx: RunContext, model, tx, *, max_seq_length: int, seed: int,
     replicated = sharding.replicated(ctx.mesh)
     ids = jnp.zeros(input_shape or (1, max_seq_length), jnp.int32)
     start = start or (lambda p: p)
-    params = jax.jit(lambda key: start(model.init(key, ids)["params"]),
-                     out_shardings=replicated)(rng.init_key(seed))
-    if pretrained is not None:
-        merged = model_dir.merge_params(pretrained, sharding.fetch(params), source)
-        params = jax.device_put(merged, replicated)
+    init = lambda key: start(model.init(key, ids)["params"])  # noqa: E731
+    if pretrained is None:
+        params = jax.jit(init, out_shardings=replicated)(rng.init_key(seed))
+    else:
+        params = jax.device_put(_merged_init(init, rng.init_key(seed), pretrained, source),
+                                replicated)
     create = lambda p: steps.TrainState.create(apply_fn=model.apply, params=p, tx=tx)  # noqa
     return jax.jit(create, out_shardings=replicated)(params)
+
+
+def _merged_init(init: Callable, key, pretrained: dict, source: str) -> dict:
+    """init(key) with `pretrained`'s groups swapped in (model_dir.merge_params), drawing only
+    the leaves the checkpoint lacks (a fresh head, say). Their values are init(key)'s: the
+    discarded leaves are dead code to XLA, so it neither compiles nor runs their draws (a
+    released encoder's full init costs seconds of compile, MiniLM's ~4)."""
+    from flax import traverse_util
+    merged = traverse_util.flatten_dict(
+        model_dir.merge_params(pretrained, jax.eval_shape(init, key), source))
+    drawn = [name for name, leaf in merged.items() if isinstance(leaf, jax.ShapeDtypeStruct)]
+    if drawn:
+        pick = lambda k: [traverse_util.flatten_dict(init(k))[n] for n in drawn]  # noqa: E731
+        merged.update(zip(drawn, jax.device_get(jax.jit(pick)(key))))
+    return traverse_util.unflatten_dict(merged)
 
 
 def restore_latest(ctx: RunContext, state):
