@@ -85,7 +85,7 @@ def compare(hf_dir: str, dtype: str = "float32", batch_size: int = 3, seq_len: i
 
 def _forward(module):
     """module.apply compiled as one program: run eagerly, each of its ~100 operations is
-    compiled on its own (test_convert's parity checks: 41 s instead of 52 on 2 cores)."""
+    compiled on its own (test_convert + test_cli_conversion: 41 s instead of 52, 2 cores)."""
     import jax
     return jax.jit(module.apply)
 
