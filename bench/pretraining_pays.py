@@ -41,7 +41,9 @@ with the best mean dev score over the seeds every rate has (never the test file)
 mean ± sd, and pretrained − random paired by seed with the paired t-test's p
 (bench/compare_seeds.py's statistics); beside each, a baseline without BERT: TF-IDF (1–2-grams)
 + logistic regression (scikit-learn, C picked on dev) for fine_foods, the most frequent tag of
-each word for POS.
+each word for POS. Below the recipes, each arm at its best options and rate, both picked on
+dev among the recipes fine-tuned from one pretraining workdir (best_options): an option that
+slows one arm more than the other cannot decide the comparison alone.
 """
 
 from __future__ import annotations
@@ -382,6 +384,77 @@ def summarise(rows: list[dict], baselines: dict | None = None) -> dict:
     return out
 
 
+def best_options(rows: list[dict], min_seeds: int = 5) -> dict:
+    """Each arm at its best fine-tuning options *and* rate, both picked on dev: an option can
+    help one arm and hurt the other (layer-wise decay slows what random weights must learn), so
+    a recipe's row alone can favour either arm. Among the recipes fine-tuned from one
+    pretraining workdir, per task × labels × arm, the candidates are the (recipe, rate) pairs
+    that ran ≥ min_seeds seeds; the one with the best mean dev score over the seeds every
+    candidate ran wins (the test file plays no part), and the two arms' winners are paired by
+    seed over the seeds both ran. {workdir: {task-labels: {arm: {...}, "pretrained - random":
+    {...}}}}."""
+    groups: dict = {}
+    for r in rows:
+        groups.setdefault((r["pretrained"], r["task"], r["labels"]), {}).setdefault(
+            r["arm"], {}).setdefault((r["recipe"], r["rate"]), {})[r["seed"]] = r
+    out: dict = {}
+    for (workdir, task, labels), arms in sorted(groups.items()):
+        key, picks = HEADLINE[task], {}
+        for arm in ("pretrained", "random"):
+            runs = {c: s for c, s in arms.get(arm, {}).items() if len(s) >= min_seeds}
+            seeds = sorted(set.intersection(*(set(s) for s in runs.values()))) if runs else []
+            if len(seeds) < min_seeds:
+                continue
+            (recipe, rate), by_seed = max(sorted(runs.items()), key=lambda kv: statistics.mean(
+                kv[1][s]["dev"][key] for s in seeds))
+            picks[arm] = by_seed
+            values = [by_seed[s]["test"][key] for s in sorted(by_seed)]
+            out.setdefault(workdir, {}).setdefault(f"{task}-{labels}", {})[arm] = {
+                "recipe": recipe, "rate": rate, "options": by_seed[seeds[0]].get("options", []),
+                "picked_over": seeds, "candidates": len(runs), "metric": key,
+                "dev_mean": statistics.mean(by_seed[s]["dev"][key] for s in seeds),
+                "seeds": sorted(by_seed), "test_mean": statistics.mean(values),
+                "test_sd": statistics.stdev(values) if len(values) > 1 else math.nan}
+        if len(picks) == 2:
+            common = sorted(set(picks["pretrained"]) & set(picks["random"]))
+            pairs = [(picks["pretrained"][s]["test"][key], picks["random"][s]["test"][key])
+                     for s in common]
+            diffs = [a - b for a, b in pairs]
+            stats = compare_seeds.welch([a for a, _ in pairs], [b for _, b in pairs], pairs)
+            out[workdir][f"{task}-{labels}"]["pretrained - random"] = {
+                "seeds": common, "mean": statistics.mean(diffs),
+                "sd": statistics.stdev(diffs) if len(diffs) > 1 else math.nan,
+                "paired_p": stats.get("paired_p", math.nan), "wins": sum(d > 0 for d in diffs)}
+    return out
+
+
+def best_table(best: dict) -> str:
+    """best_options as markdown: one table, a row per workdir × task × labels."""
+    lines = ["### each arm at its best options and rate, both picked on dev", "",
+             "| pretraining | task | labels | pretrained: recipe, rate | random: recipe, rate | "
+             "pretrained − random (paired p, wins) |", "|---|---|---|---|---|---|"]
+    for workdir, cells in best.items():
+        for name, cell in sorted(cells.items(), key=lambda kv: (kv[0].split("-")[0],
+                                                                 int(kv[0].split("-")[1]))):
+            task, labels = name.rsplit("-", 1)
+
+            def arm(a):
+                c = cell.get(a)
+                return (f"{100 * c['test_mean']:.1f} ± {100 * c['test_sd']:.1f}: {c['recipe']}, "
+                        f"{c['rate']:g}" if c else "—")
+            d = cell.get("pretrained - random")
+            diff = "—"
+            if d:
+                p = d["paired_p"]
+                diff = (f"{100 * d['mean']:+.1f} ± {100 * d['sd']:.1f} (p "
+                        f"{f'{p:.3f}' if not p < 0.001 else f'{p:.0e}'}, "
+                        f"{d['wins']}/{len(d['seeds'])})")
+            lines.append(f"| {workdir} | {task} ({HEADLINE[task]} ×100) | {int(labels):,} | "
+                         f"{arm('pretrained')} | {arm('random')} | {diff} |")
+    lines.append("")
+    return "\n".join(lines)
+
+
 def baseline_scores(task: str, files: dict) -> dict:
     """A practitioner's first try without BERT, on the same train / dev / test files."""
     if task == "fine_foods":
@@ -520,12 +593,13 @@ def write_summary(args) -> dict:
         baselines[(task, labels)] = baseline_scores(task, task_files(task, labels, args.work,
                                                                      args.data))
     summary = summarise(rows, baselines)
-    text = table(summary)
+    best = best_options(rows)
+    text = table(summary) + "\n" + best_table(best)
     print(text)
     with open(os.path.join(args.results, "pays.md"), "w", encoding="utf-8") as f:
         f.write(text)
     with open(os.path.join(args.results, "pays.json"), "w", encoding="utf-8") as f:
-        json.dump(summary, f, indent=1)
+        json.dump({"recipes": summary, "best_options": best}, f, indent=1)
     if summary:
         picture(summary, os.path.join(args.results, "pays.png"))
         from bert_jax.runtime import environment

@@ -91,6 +91,36 @@ def test_paired_difference_and_p_over_the_common_seeds():
     assert "| fine_foods (mcc ×100) | 250 | 42.4 ± 2.1 (0.0003) |" in pays.table(pays.summarise(rows))
 
 
+def test_each_arm_picks_its_options_and_rate_on_dev_among_one_workdirs_recipes():
+    from scipy import stats
+
+    def rows(recipe, arm, rate, dev, tests, workdir="runs/default"):
+        return [{**_row(arm, rate, s, dev=dev, test=t, recipe=recipe), "pretrained": workdir,
+                 "options": [recipe]} for s, t in enumerate(tests)]
+    pre = [0.40, 0.42, 0.45, 0.41, 0.44]
+    ran = [0.30, 0.35, 0.33, 0.36, 0.31]
+    data = (rows("plain", "pretrained", 1e-3, 0.2, [0.9] * 5)  # best on test, not on dev
+            + rows("llrd", "pretrained", 3e-3, 0.5, pre + [0.43])  # seed 5 too: paired on 0-4
+            + rows("llrd", "random", 1e-3, 0.1, [0.0] * 5)  # the decay slows random weights
+            + rows("plain", "random", 3e-4, 0.4, ran)
+            + rows("plain", "random", 1e-3, 0.9, [0.5] * 4)  # four seeds: not a candidate
+            + rows("long", "random", 1e-3, 0.9, [0.5] * 5, workdir="runs/long"))
+    best = pays.best_options(data)
+    cell = best["runs/default"]["fine_foods-250"]
+    assert (cell["pretrained"]["recipe"], cell["pretrained"]["rate"]) == ("llrd", 3e-3)
+    assert (cell["random"]["recipe"], cell["random"]["rate"]) == ("plain", 3e-4)
+    assert cell["random"]["candidates"] == 2 and cell["random"]["picked_over"] == [0, 1, 2, 3, 4]
+    assert cell["pretrained"]["seeds"] == [0, 1, 2, 3, 4, 5]
+    assert math.isclose(cell["pretrained"]["test_mean"], sum(pre + [0.43]) / 6)
+    d = cell["pretrained - random"]
+    assert d["seeds"] == [0, 1, 2, 3, 4] and d["wins"] == 5
+    assert math.isclose(d["mean"], sum(a - b for a, b in zip(pre, ran)) / 5)
+    assert math.isclose(d["paired_p"], stats.ttest_rel(pre, ran).pvalue)
+    assert "pretrained - random" not in best["runs/long"]["fine_foods-250"]  # one arm only
+    assert ("| runs/default | fine_foods (mcc ×100) | 250 | 42.5 ± 1.9: llrd, 0.003 | "
+            "33.0 ± 2.5: plain, 0.0003 | +9.4 ± 3.4 (p 0.003, 5/5) |") in pays.best_table(best)
+
+
 def test_frequent_tag_baseline_on_a_small_conll_file(tmp_path):
     train = tmp_path / "train.txt"
     train.write_text("The DT B-NP O\ndog NN I-NP O\nruns VBZ B-VP O\n\n"
