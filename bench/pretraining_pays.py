@@ -530,59 +530,81 @@ def table(summary: dict) -> str:
     return "\n".join(lines)
 
 
-def picture(summary: dict, path: str) -> None:
-    """Label efficiency: fine_foods test MCC against labelled reviews, each recipe's export
-    (solid) beside its own random arm (dashed, same colour: the same shape and vocabulary, the
-    same fine-tuning options), mean ± sd over seeds, the TF-IDF baseline dotted; POS beside it."""
+def _curve(ax, cells: dict, arm: str, colour, label: str) -> None:
+    """One arm's fine_foods test score against labels, mean ± sd over seeds."""
+    pts = sorted((int(k.split("-")[1]), c[arm]) for k, c in cells.items()
+                 if k.startswith("fine_foods-") and arm in c)
+    if pts:
+        ax.errorbar([p[0] for p in pts], [100 * p[1]["test_mean"] for p in pts],
+                    yerr=[100 * p[1]["test_sd"] for p in pts],
+                    fmt="o-" if arm == "pretrained" else "s--", capsize=3, color=colour,
+                    alpha=1.0 if arm == "pretrained" else 0.6, label=label)
+
+
+def picture(summary: dict, best: dict, path: str) -> None:
+    """Label efficiency: fine_foods test MCC against labelled reviews, mean ± sd over seeds, the
+    export (solid) beside random weights (dashed, same colour), TF-IDF dotted. Left, each arm at
+    its best options and rate picked on dev (one line pair per pretraining workdir); middle, the
+    recipes measured at two or more label counts, one recipe's options on both arms; right, POS."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.2), gridspec_kw={"width_ratios": [3, 2]})
+    fig, (ax, mx, bx) = plt.subplots(1, 3, figsize=(15, 4.6), sharey=False,
+                                     gridspec_kw={"width_ratios": [3, 3, 2]})
+    mx.sharey(ax)
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    base: dict = {}
-    pos_base = []
-    for i, (recipe, cells) in enumerate(summary.items()):
-        colour = colours[i % len(colours)]
-        for arm, style in (("pretrained", "o-"), ("random", "s--")):
-            label = f"{recipe} export" if arm == "pretrained" else f"{recipe}: random weights"
-            pts = sorted((int(k.split("-")[1]), c[arm]) for k, c in cells.items()
-                         if k.startswith("fine_foods-") and arm in c)
-            if pts:
-                ax.errorbar([p[0] for p in pts], [100 * p[1]["test_mean"] for p in pts],
-                            yerr=[100 * p[1]["test_sd"] for p in pts], fmt=style, capsize=3,
-                            color=colour, alpha=1.0 if arm == "pretrained" else 0.6,
-                            label=label)
-            for k, c in cells.items():
-                if k.startswith("pos-") and arm in c:
-                    bx.bar(f"{recipe}\n{arm}", 100 * c[arm]["test_mean"],
-                           yerr=100 * c[arm]["test_sd"], capsize=3, color=colour,
-                           alpha=1.0 if arm == "pretrained" else 0.45)
-        for k, c in cells.items():
+    colour = {r: colours[i % len(colours)] for i, r in enumerate(summary)}  # a recipe's, everywhere
+    for i, (workdir, cells) in enumerate(best.items()):
+        if sum(k.startswith("fine_foods-") for k in cells) < 2:
+            continue
+        for arm in ("pretrained", "random"):
+            _curve(ax, cells, arm, colours[i % len(colours)],
+                   f"{workdir} export" if arm == "pretrained" else f"{workdir}: random weights")
+    base, pos_base = {}, []
+    shown = [r for r, cells in summary.items()
+             if sum(k.startswith("fine_foods-") for k in cells) >= 2]
+    for recipe in shown:
+        for arm in ("pretrained", "random"):
+            _curve(mx, summary[recipe], arm, colour[recipe],
+                   f"{recipe} export" if arm == "pretrained" else f"{recipe}: random weights")
+    for recipe, cells in summary.items():
+        for k, c in sorted(cells.items()):
             if "baseline" in c:
                 if k.startswith("fine_foods-"):
                     base[int(k.split("-")[1])] = c["baseline"]["test"]
                 elif k.startswith("pos-"):
                     pos_base.append(c["baseline"]["test"])
-    if base:
-        ax.plot(sorted(base), [100 * base[n] for n in sorted(base)], "kx:",
-                label="TF-IDF 1–2-grams + logistic regression")
+            if k.startswith("pos-"):
+                for arm in ("pretrained", "random"):
+                    if arm in c:
+                        bx.bar(f"{recipe.replace('+', chr(10) + '+')}\n{arm}",
+                               100 * c[arm]["test_mean"], yerr=100 * c[arm]["test_sd"],
+                               capsize=3, color=colour[recipe],
+                               alpha=1.0 if arm == "pretrained" else 0.45)
+    for panel, title in ((ax, "each arm at its best options and rate (picked on dev)"),
+                         (mx, "one recipe's options on both arms")):
+        if base:
+            panel.plot(sorted(base), [100 * base[n] for n in sorted(base)], "kx:",
+                       label="TF-IDF 1–2-grams + logistic regression")
+            panel.set_xlim(min(base) / 1.4, max(base) * 1.4)
+        panel.set_xscale("log")
+        panel.minorticks_off()
+        if base:
+            panel.set_xticks(sorted(base), [f"{n:,}" for n in sorted(base)])
+        panel.set_title(title, fontsize=9)
+        panel.set_xlabel("labelled training reviews (fine_foods)")
+        panel.set_ylabel("test MCC ×100")
+        panel.legend(fontsize=7)
+        panel.grid(alpha=0.3)
     if pos_base:
         bx.axhline(100 * pos_base[0], color="k", linestyle=":", label="most frequent tag")
         bx.legend(fontsize=7, loc="lower right")
-    ax.set_xscale("log")
-    ax.minorticks_off()
-    if base:
-        ax.set_xticks(sorted(base), [f"{n:,}" for n in sorted(base)])
-        ax.set_xlim(min(base) / 1.4, max(base) * 1.4)
-    ax.set_xlabel("labelled training reviews (fine_foods)")
-    ax.set_ylabel("test MCC ×100")
-    ax.legend(fontsize=7)
-    ax.grid(alpha=0.3)
+    bx.set_title("a word-order task", fontsize=9)
     bx.set_ylabel("POS word accuracy ×100 (test, 500 sentences)")
-    bx.tick_params(axis="x", labelsize=7)
+    bx.tick_params(axis="x", labelsize=6)
     bx.set_ylim(bottom=50)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
@@ -601,7 +623,7 @@ def write_summary(args) -> dict:
     with open(os.path.join(args.results, "pays.json"), "w", encoding="utf-8") as f:
         json.dump({"recipes": summary, "best_options": best}, f, indent=1)
     if summary:
-        picture(summary, os.path.join(args.results, "pays.png"))
+        picture(summary, best, os.path.join(args.results, "pays.png"))
         from bert_jax.runtime import environment
         environment.write_beside(os.path.join(args.results, "pays.png"))  # the figure's machine
     return summary
