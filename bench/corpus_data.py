@@ -124,6 +124,7 @@ VOCAB = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def download(name: str, registry: str, version, downloads: str) -> str:
     """The package's archive in `downloads`, fetched unless already there (Debian's: run
     `apt-get update` once on a fresh machine first)."""
+    downloads = os.path.abspath(downloads)  # the tools run inside it: a relative -d nests
     stem = name.replace("-", "_") if registry == "pypi" else name
     patterns = ([f"{stem}-{version}*", f"{name}-{version}*"] if registry == "pypi"
                 else [f"{name}_*.deb"])
