@@ -428,6 +428,15 @@ def best_options(rows: list[dict], min_seeds: int = 5) -> dict:
     return out
 
 
+def _difference(d: dict | None) -> str:
+    """A paired difference as the tables print it: mean ± sd ×100 (p, seeds ahead/seeds)."""
+    if not d:
+        return "—"
+    p = d["paired_p"]
+    return (f"{100 * d['mean']:+.1f} ± {100 * d['sd']:.1f} (p "
+            f"{f'{p:.3f}' if not p < 0.001 else f'{p:.0e}'}, {d['wins']}/{len(d['seeds'])})")
+
+
 def best_table(best: dict) -> str:
     """best_options as markdown: one table, a row per workdir × task × labels."""
     lines = ["### each arm at its best options and rate, both picked on dev", "",
@@ -442,13 +451,7 @@ def best_table(best: dict) -> str:
                 c = cell.get(a)
                 return (f"{100 * c['test_mean']:.1f} ± {100 * c['test_sd']:.1f}: {c['recipe']}, "
                         f"{c['rate']:g}" if c else "—")
-            d = cell.get("pretrained - random")
-            diff = "—"
-            if d:
-                p = d["paired_p"]
-                diff = (f"{100 * d['mean']:+.1f} ± {100 * d['sd']:.1f} (p "
-                        f"{f'{p:.3f}' if not p < 0.001 else f'{p:.0e}'}, "
-                        f"{d['wins']}/{len(d['seeds'])})")
+            diff = _difference(cell.get("pretrained - random"))
             lines.append(f"| {workdir} | {task} ({HEADLINE[task]} ×100) | {int(labels):,} | "
                          f"{arm('pretrained')} | {arm('random')} | {diff} |")
     lines.append("")
@@ -514,10 +517,7 @@ def table(summary: dict) -> str:
                 return (f"{100 * c['test_mean']:.1f} ± {100 * c['test_sd']:.1f} "
                         f"({c['rate']:g})")
             d = cell.get("pretrained - random")
-            p = d and d["paired_p"]
-            diff = (f"{100 * d['mean']:+.1f} ± {100 * d['sd']:.1f} (p "
-                    f"{f'{p:.3f}' if not p < 0.001 else f'{p:.0e}'}, "
-                    f"{d['wins']}/{len(d['seeds'])})" if d else "—")
+            diff = _difference(d)
             n = len(d["seeds"]) if d else max((len(cell[a]["seeds"]) for a in cell
                                                if a in ARMS), default=0)
             base = cell.get("baseline")
