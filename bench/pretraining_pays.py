@@ -549,11 +549,11 @@ def picture(summary: dict, best: dict, path: str) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, (ax, mx, bx) = plt.subplots(1, 3, figsize=(15, 4.6), sharey=False,
+    fig, (ax, mx, bx) = plt.subplots(1, 3, figsize=(15, 4.6),
                                      gridspec_kw={"width_ratios": [3, 3, 2]})
     mx.sharey(ax)
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    colour = {r: colours[i % len(colours)] for i, r in enumerate(summary)}  # a recipe's, everywhere
+    colour = {r: colours[i % len(colours)] for i, r in enumerate(summary)}  # one per recipe
     for i, (workdir, cells) in enumerate(best.items()):
         if sum(k.startswith("fine_foods-") for k in cells) < 2:
             continue
