@@ -343,6 +343,20 @@ def pick_rate(rows: list[dict], key: str) -> tuple[float, list[int]] | None:
     return best, seeds
 
 
+def paired_difference(pretrained: dict, random: dict) -> dict | None:
+    """Test scores by seed, pretrained − random over the seeds both ran: mean, sd, the paired
+    t-test's p (bench/compare_seeds.py) and the seeds ahead; None when no seed is shared."""
+    common = sorted(set(pretrained) & set(random))
+    if not common:
+        return None
+    pairs = [(pretrained[s], random[s]) for s in common]
+    diffs = [a - b for a, b in pairs]
+    stats = compare_seeds.welch([a for a, _ in pairs], [b for _, b in pairs], pairs)
+    return {"seeds": common, "mean": statistics.mean(diffs),
+            "sd": statistics.stdev(diffs) if len(diffs) > 1 else math.nan,
+            "paired_p": stats.get("paired_p", math.nan), "wins": sum(d > 0 for d in diffs)}
+
+
 def summarise(rows: list[dict], baselines: dict | None = None) -> dict:
     """{recipe: {task-labels: {arm: {...}, "pretrained - random": {...}}}} (see the module
     docstring)."""
@@ -369,16 +383,9 @@ def summarise(rows: list[dict], baselines: dict | None = None) -> dict:
                          "test_sd": statistics.stdev(values) if len(values) > 1 else math.nan,
                          "rates_tried": sorted({r["rate"] for r in arm_rows})}
         if "pretrained" in tests and "random" in tests:
-            common = sorted(set(tests["pretrained"]) & set(tests["random"]))
-            if common:
-                pairs = [(tests["pretrained"][s], tests["random"][s]) for s in common]
-                stats = compare_seeds.welch([a for a, _ in pairs], [b for _, b in pairs], pairs)
-                diffs = [a - b for a, b in pairs]
-                cell["pretrained - random"] = {
-                    "seeds": common, "mean": statistics.mean(diffs),
-                    "sd": statistics.stdev(diffs) if len(diffs) > 1 else math.nan,
-                    "paired_p": stats.get("paired_p", math.nan),
-                    "wins": sum(d > 0 for d in diffs)}
+            d = paired_difference(tests["pretrained"], tests["random"])
+            if d:
+                cell["pretrained - random"] = d
         if baselines and (task, labels) in baselines:
             cell["baseline"] = baselines[(task, labels)]
     return out
@@ -407,7 +414,7 @@ def best_options(rows: list[dict], min_seeds: int = 5) -> dict:
                 continue
             (recipe, rate), by_seed = max(sorted(runs.items()), key=lambda kv: statistics.mean(
                 kv[1][s]["dev"][key] for s in seeds))
-            picks[arm] = by_seed
+            picks[arm] = {s: r["test"][key] for s, r in by_seed.items()}
             values = [by_seed[s]["test"][key] for s in sorted(by_seed)]
             out.setdefault(workdir, {}).setdefault(f"{task}-{labels}", {})[arm] = {
                 "recipe": recipe, "rate": rate, "options": by_seed[seeds[0]].get("options", []),
@@ -415,16 +422,9 @@ def best_options(rows: list[dict], min_seeds: int = 5) -> dict:
                 "dev_mean": statistics.mean(by_seed[s]["dev"][key] for s in seeds),
                 "seeds": sorted(by_seed), "test_mean": statistics.mean(values),
                 "test_sd": statistics.stdev(values) if len(values) > 1 else math.nan}
-        if len(picks) == 2:
-            common = sorted(set(picks["pretrained"]) & set(picks["random"]))
-            pairs = [(picks["pretrained"][s]["test"][key], picks["random"][s]["test"][key])
-                     for s in common]
-            diffs = [a - b for a, b in pairs]
-            stats = compare_seeds.welch([a for a, _ in pairs], [b for _, b in pairs], pairs)
-            out[workdir][f"{task}-{labels}"]["pretrained - random"] = {
-                "seeds": common, "mean": statistics.mean(diffs),
-                "sd": statistics.stdev(diffs) if len(diffs) > 1 else math.nan,
-                "paired_p": stats.get("paired_p", math.nan), "wins": sum(d > 0 for d in diffs)}
+        d = len(picks) == 2 and paired_difference(picks["pretrained"], picks["random"])
+        if d:
+            out[workdir][f"{task}-{labels}"]["pretrained - random"] = d
     return out
 
 
