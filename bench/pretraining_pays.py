@@ -52,6 +52,7 @@ import argparse
 import csv
 import dataclasses
 import hashlib
+import io
 import json
 import math
 import os
@@ -94,12 +95,11 @@ def fine_foods_split(out: str, labels: int) -> dict:
 
 
 def _write_csv(path: str, rows: list[dict]) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=["text", "label"])
-        writer.writeheader()
-        writer.writerows({"text": r["text"], "label": r["label"]} for r in rows)
-    os.replace(tmp, path)
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=["text", "label"])
+    writer.writeheader()
+    writer.writerows({"text": r["text"], "label": r["label"]} for r in rows)
+    task_data.write_if_changed(path, text.getvalue())
 
 
 def pos_split(data: str, labels: int) -> dict:

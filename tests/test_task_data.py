@@ -38,3 +38,17 @@ def test_disfl_qa_items_keep_only_unambiguous_answers(tmp_path):
     for item in items:
         assert item["context"][item["answer_start"]:][:len(item["text"])] == item["text"]
     assert [(i["text"], i["answer_start"]) for i in items] == [("Anna", 0), ("1990", 25)]
+
+
+def test_write_if_changed_leaves_another_writers_temporary_file_alone(tmp_path):
+    """Two fine-tuning jobs (one per arm) write the same split at the same time: a fixed
+    `path.tmp` let one job rename the other's half-written file away, and that job failed."""
+    td = _task_data()
+    path = tmp_path / "train_250.csv"
+    other = tmp_path / "train_250.csv.tmp"
+    other.write_text("another job's half-written file")
+    assert td.write_if_changed(str(path), "text,label\r\nfine,1\r\n")
+    assert path.read_bytes() == b"text,label\r\nfine,1\r\n"  # CSV line ends kept
+    assert other.read_text() == "another job's half-written file"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train_250.csv", "train_250.csv.tmp"]
+    assert not td.write_if_changed(str(path), "text,label\r\nfine,1\r\n")  # unchanged: no write
