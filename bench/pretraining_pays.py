@@ -567,6 +567,7 @@ def picture(summary: dict, best: dict, path: str) -> None:
         for arm in ("pretrained", "random"):
             _curve(mx, summary[recipe], arm, colour[recipe],
                    f"{recipe} export" if arm == "pretrained" else f"{recipe}: random weights")
+    pos_rows = []  # horizontal bars, a recipe a row: its names stay readable however many
     for recipe, cells in summary.items():
         for k, c in sorted(cells.items()):
             if "baseline" in c:
@@ -575,12 +576,13 @@ def picture(summary: dict, best: dict, path: str) -> None:
                 elif k.startswith("pos-"):
                     pos_base.append(c["baseline"]["test"])
             if k.startswith("pos-"):
-                for arm in ("pretrained", "random"):
+                y = len(pos_rows)
+                pos_rows.append(recipe)
+                for arm, dy in (("pretrained", -0.2), ("random", 0.2)):
                     if arm in c:
-                        bx.bar(f"{recipe.replace('+', chr(10) + '+')}\n{arm}",
-                               100 * c[arm]["test_mean"], yerr=100 * c[arm]["test_sd"],
-                               capsize=3, color=colour[recipe],
-                               alpha=1.0 if arm == "pretrained" else 0.45)
+                        bx.barh(y + dy, 100 * c[arm]["test_mean"], height=0.4,
+                                xerr=100 * c[arm]["test_sd"], capsize=2, color=colour[recipe],
+                                alpha=1.0 if arm == "pretrained" else 0.45)
     for panel, title in ((ax, "each arm at its best options and rate (picked on dev)"),
                          (mx, "one recipe's options on both arms")):
         if base:
@@ -596,13 +598,19 @@ def picture(summary: dict, best: dict, path: str) -> None:
         panel.set_ylabel("test MCC ×100")
         panel.legend(fontsize=7)
         panel.grid(alpha=0.3)
+    from matplotlib.patches import Patch
+    handles = [Patch(color="grey", label="export"),
+               Patch(color="grey", alpha=0.45, label="random weights")]
     if pos_base:
-        bx.axhline(100 * pos_base[0], color="k", linestyle=":", label="most frequent tag")
-        bx.legend(fontsize=7, loc="lower right")
+        handles.append(bx.axvline(100 * pos_base[0], color="k", linestyle=":",
+                                  label="most frequent tag"))
+    bx.legend(handles=handles, fontsize=7, loc="lower right")
+    bx.set_yticks(range(len(pos_rows)), pos_rows, fontsize=7)
+    bx.invert_yaxis()
     bx.set_title("a word-order task", fontsize=9)
-    bx.set_ylabel("POS word accuracy ×100 (test, 500 sentences)")
-    bx.tick_params(axis="x", labelsize=6)
-    bx.set_ylim(bottom=50)
+    bx.set_xlabel("POS word accuracy ×100 (test)")
+    bx.set_xlim(50, 112)  # room on the right for the legend
+    bx.set_xticks(range(50, 101, 10))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
