@@ -43,7 +43,9 @@ mean ± sd, and pretrained − random paired by seed with the paired t-test's p
 + logistic regression (scikit-learn, C picked on dev) for fine_foods, the most frequent tag of
 each word for POS. Below the recipes, each arm at its best options and rate, both picked on
 dev among the recipes fine-tuned from one pretraining workdir (best_options): an option that
-slows one arm more than the other cannot decide the comparison alone.
+slows one arm more than the other cannot decide the comparison alone. Last, the recipes that
+differ only in their pretraining seed (named ROOT-sN+OPTIONS: ROOT+OPTIONS pretrained with
+--config.seed=N) side by side and pooled (pretraining_seeds): one export is one draw.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ import json
 import math
 import os
 import random
+import re
 import shutil
 import statistics
 import sys
@@ -378,6 +381,7 @@ def summarise(rows: list[dict], baselines: dict | None = None) -> dict:
             tests[arm] = {s: r["test"][key] for s, r in at_rate.items()}
             values = list(tests[arm].values())
             cell[arm] = {"rate": rate, "seeds": sorted(at_rate), "metric": key,
+                         "test_by_seed": {s: tests[arm][s] for s in sorted(at_rate)},
                          "dev_mean": statistics.mean(r["dev"][key] for r in at_rate.values()),
                          "test_mean": statistics.mean(values),
                          "test_sd": statistics.stdev(values) if len(values) > 1 else math.nan,
@@ -389,6 +393,69 @@ def summarise(rows: list[dict], baselines: dict | None = None) -> dict:
         if baselines and (task, labels) in baselines:
             cell["baseline"] = baselines[(task, labels)]
     return out
+
+
+SEED_TAG = re.compile(r"^(?P<root>[^+]*?)-s(?P<seed>\d+)(?P<options>\+.*)?$")
+
+
+def recipe_family(recipe: str) -> tuple[str, int]:
+    """(family, pretraining seed): a recipe named ROOT-sN+OPTIONS is ROOT+OPTIONS pretrained
+    with --config.seed=N; a name without -sN is seed 0."""
+    m = SEED_TAG.match(recipe)
+    return (m["root"] + (m["options"] or ""), int(m["seed"])) if m else (recipe, 0)
+
+
+def pretraining_seeds(summary: dict) -> dict:
+    """Fine-tuning seeds vary the head and the batch order; another pretraining run varies the
+    export itself (MultiBERTs, Sellam et al. 2022), which one export per recipe cannot show.
+    For each family of recipes that differ only in their pretraining seed, per task × labels
+    that two or more exports ran: each export's pretrained − random (its own row), and over
+    the fine-tuning seeds every export ran, the mean over exports of pretrained − random with
+    its paired t-test's p (the exports averaged seed by seed, so a seed is one pair).
+    {family: {task-labels: {"exports": {seed: {...}}, "mean over exports": {...}}}}."""
+    families: dict = {}
+    for recipe, cells in summary.items():
+        family, seed = recipe_family(recipe)
+        for name, cell in cells.items():
+            if "pretrained - random" in cell:
+                families.setdefault(family, {}).setdefault(name, {})[seed] = cell
+    out: dict = {}
+    for family, cells in sorted(families.items()):
+        for name, by_export in sorted(cells.items()):
+            if len(by_export) < 2:
+                continue
+            seeds = sorted(set.intersection(*(
+                set(c["pretrained"]["test_by_seed"]) & set(c["random"]["test_by_seed"])
+                for c in by_export.values())))
+            mean = {arm: {s: statistics.mean(c[arm]["test_by_seed"][s]
+                                             for c in by_export.values()) for s in seeds}
+                    for arm in ("pretrained", "random")}
+            out.setdefault(family, {})[name] = {
+                "exports": {e: {"pretrained": c["pretrained"]["test_mean"],
+                                "random": c["random"]["test_mean"],
+                                "pretrained - random": c["pretrained - random"]}
+                            for e, c in sorted(by_export.items())},
+                "mean over exports": paired_difference(mean["pretrained"], mean["random"])}
+    return out
+
+
+def seeds_table(pooled: dict) -> str:
+    """pretraining_seeds as markdown: a row per family × task × labels."""
+    lines = ["### the same recipe pretrained with other seeds (ROOT-sN+OPTIONS)", "",
+             "| recipe | task | labels | each export: pretrained, pretrained − random (paired "
+             "p, wins) | mean over exports: pretrained − random (paired p, wins) |",
+             "|---|---|---|---|---|"]
+    for family, cells in pooled.items():
+        for name, cell in sorted(cells.items(), key=lambda kv: (kv[0].split("-")[0],
+                                                                 int(kv[0].split("-")[1]))):
+            task, labels = name.rsplit("-", 1)
+            each = "; ".join(f"seed {e}: {100 * c['pretrained']:.1f}, "
+                             f"{_difference(c['pretrained - random'])}"
+                             for e, c in cell["exports"].items())
+            lines.append(f"| {family} | {task} ({HEADLINE[task]} ×100) | {int(labels):,} | "
+                         f"{each} | {_difference(cell['mean over exports'])} |")
+    lines.append("")
+    return "\n".join(lines)
 
 
 def best_options(rows: list[dict], min_seeds: int = 5) -> dict:
@@ -624,12 +691,15 @@ def write_summary(args) -> dict:
                                                                      args.data))
     summary = summarise(rows, baselines)
     best = best_options(rows)
-    text = table(summary) + "\n" + best_table(best)
+    pooled = pretraining_seeds(summary)
+    text = table(summary) + "\n" + best_table(best) + ("\n" + seeds_table(pooled)
+                                                      if pooled else "")
     print(text)
     with open(os.path.join(args.results, "pays.md"), "w", encoding="utf-8") as f:
         f.write(text)
     with open(os.path.join(args.results, "pays.json"), "w", encoding="utf-8") as f:
-        json.dump({"recipes": summary, "best_options": best}, f, indent=1)
+        json.dump({"recipes": summary, "best_options": best, "pretraining_seeds": pooled},
+                  f, indent=1)
     if summary:
         picture(summary, best, os.path.join(args.results, "pays.png"))
         from bert_jax.runtime import environment

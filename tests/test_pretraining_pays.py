@@ -121,6 +121,39 @@ def test_each_arm_picks_its_options_and_rate_on_dev_among_one_workdirs_recipes()
             "33.0 ± 2.5: plain, 0.0003 | +9.4 ± 3.4 (p 0.003, 5/5) |") in pays.best_table(best)
 
 
+def test_recipes_that_differ_in_pretraining_seed_are_pooled_seed_by_seed():
+    from scipy import stats
+    assert pays.recipe_family("default-s1+qk1+emb") == ("default+qk1+emb", 1)
+    assert pays.recipe_family("default+qk1+emb") == ("default+qk1+emb", 0)
+    assert pays.recipe_family("long16k-s12") == ("long16k", 12)
+    assert pays.recipe_family("default+sop-s1") == ("default+sop-s1", 0)  # a tag after options
+    pre0, pre1 = [0.40, 0.42, 0.45, 0.41, 0.44], [0.30, 0.36, 0.31, 0.33, 0.35, 0.9]
+    ran0, ran1 = [0.30, 0.35, 0.33, 0.36, 0.31], [0.31, 0.35, 0.33, 0.36, 0.30]
+    rows = [_row("pretrained", 1e-3, s, dev=0.5, test=v, recipe="d+o")
+            for s, v in enumerate(pre0)]
+    rows += [_row("random", 1e-3, s, dev=0.5, test=v, recipe="d+o") for s, v in enumerate(ran0)]
+    rows += [_row("pretrained", 3e-3, s, dev=0.5, test=v, recipe="d-s1+o")  # seed 5: unpaired
+             for s, v in enumerate(pre1)]
+    rows += [_row("random", 1e-3, s, dev=0.5, test=v, recipe="d-s1+o")
+             for s, v in enumerate(ran1)]
+    rows += [_row("pretrained", 1e-3, 0, dev=0.5, test=0.5, recipe="d-s1+o", labels=1000)]
+    pooled = pays.pretraining_seeds(pays.summarise(rows))
+    assert list(pooled) == ["d+o"] and list(pooled["d+o"]) == ["fine_foods-250"]  # 1,000: one
+    cell = pooled["d+o"]["fine_foods-250"]
+    assert sorted(cell["exports"]) == [0, 1]
+    assert math.isclose(cell["exports"][1]["pretrained - random"]["mean"],
+                        sum(a - b for a, b in zip(pre1, ran1)) / 5)
+    mean_pre = [(a + b) / 2 for a, b in zip(pre0, pre1)]
+    mean_ran = [(a + b) / 2 for a, b in zip(ran0, ran1)]
+    d = cell["mean over exports"]
+    assert d["seeds"] == [0, 1, 2, 3, 4]
+    assert math.isclose(d["mean"], sum(a - b for a, b in zip(mean_pre, mean_ran)) / 5)
+    assert math.isclose(d["paired_p"], stats.ttest_rel(mean_pre, mean_ran).pvalue)
+    assert ("| d+o | fine_foods (mcc ×100) | 250 | seed 0: 42.4, +9.4 ± 3.4 (p 0.003, 5/5); "
+            "seed 1: 42.5, +0.0 ± 3.2 (p 1.000, 2/5) | +4.7 ± 2.9 (p 0.021, 5/5) |"
+            ) in pays.seeds_table(pooled)  # seed 1's 42.5: its row's mean, seed 5 too
+
+
 def test_frequent_tag_baseline_on_a_small_conll_file(tmp_path):
     train = tmp_path / "train.txt"
     train.write_text("The DT B-NP O\ndog NN I-NP O\nruns VBZ B-VP O\n\n"
