@@ -202,7 +202,7 @@ def download(name: str, registry: str, version, downloads: str,
 
 
 def file_sha256(path: str) -> str:
-    digest = hashlib.sha256()
+    digest = hashlib.sha256()  # not hashlib.file_digest: that is 3.11+, the package says 3.10
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
@@ -532,7 +532,8 @@ def main(argv=None) -> int:
     ap.add_argument("--no-tokens", action="store_true", help="skip the WordPiece token count")
     ap.add_argument("--latest", action="store_true",
                     help="Debian sources at the suite's current versions, not the pinned ones "
-                         "(when the mirror has dropped one; the corpus will differ)")
+                         "(when the mirror has dropped one; the corpus will differ); an archive "
+                         "already in OUT/downloads is reused: empty it to fetch the current ones")
     args = ap.parse_args(argv)
     downloads, text_dir = (os.path.join(args.out_dir, d) for d in ("downloads", "text"))
     os.makedirs(downloads, exist_ok=True)

@@ -381,7 +381,7 @@ def summarise(rows: list[dict], baselines: dict | None = None) -> dict:
             tests[arm] = {s: r["test"][key] for s, r in at_rate.items()}
             values = list(tests[arm].values())
             cell[arm] = {"rate": rate, "seeds": sorted(at_rate), "metric": key,
-                         "test_by_seed": {s: tests[arm][s] for s in sorted(at_rate)},
+                         "test_by_seed": dict(sorted(tests[arm].items())),
                          "dev_mean": statistics.mean(r["dev"][key] for r in at_rate.values()),
                          "test_mean": statistics.mean(values),
                          "test_sd": statistics.stdev(values) if len(values) > 1 else math.nan,
