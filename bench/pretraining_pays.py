@@ -32,7 +32,11 @@ lr{rate}-seed{seed}.json (recipe, export and its sha256, task, labels, arm, seed
 dev and test scores), so the protocol stops and resumes (a run whose file exists is skipped, a
 killed run resumes from its checkpoint) and every table is recomputed from the files. A
 pretraining workdir rebuilt later (a step-based run repeats bit for bit) adds to a recipe's
-results only if its export has the same sha256 as theirs. `--config.F=V`
+results only if its export has the same sha256 as theirs. The random arm reads only the export's
+shape and vocabulary: a random run whose model (sha256), task, labels, rate, seed, epochs and
+options match one already on file, of any recipe, is that run, and its record is shared
+(naming its source: random_from) — exports pretrained with other seeds share one random arm,
+and it repeats digit for digit within a session. `--config.F=V`
 options (e.g. reinit_layers=1) apply to every arm alike and are recorded; a results folder
 holds one set of options (name the recipe differently to compare others, e.g. default+reinit).
 
@@ -53,6 +57,7 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
+import glob
 import hashlib
 import io
 import json
@@ -234,6 +239,9 @@ def result_path(results: str, recipe: str, task: str, labels: int, arm: str, rat
     return os.path.join(results, recipe, f"{task}-{labels}", arm, f"lr{rate:g}-seed{seed}.json")
 
 
+SCORES = ("dev", "best_epoch", "test", "dev_by_epoch", "wall_s")  # what finetune_once returns
+
+
 def finetune_once(init: str, overrides: list[str], workdir: str) -> dict:
     """The best dev epoch's scores and the test scores of one fine-tuning run."""
     from bert_jax.training.config_files import apply_overrides
@@ -250,15 +258,45 @@ def finetune_once(init: str, overrides: list[str], workdir: str) -> dict:
             "wall_s": round(time.perf_counter() - t, 1)}
 
 
-def export_fingerprint(pretrained: str) -> str:
-    """sha256 of the export's weights and config: a workdir rebuilt in another session (runs/
-    is not kept) joins a recipe's results only if its export is bit for bit the same."""
+def files_sha256(files: list[str]) -> str:
     digest = hashlib.sha256()
-    for name in ("config.json", "model.safetensors"):
-        with open(os.path.join(pretrained, "export", name), "rb") as f:
+    for name in files:
+        with open(name, "rb") as f:
             for block in iter(lambda: f.read(1 << 20), b""):
                 digest.update(block)
     return digest.hexdigest()
+
+
+def export_fingerprint(pretrained: str) -> str:
+    """sha256 of the export's weights and config: a workdir rebuilt in another session (runs/
+    is not kept) joins a recipe's results only if its export is bit for bit the same."""
+    return files_sha256([os.path.join(pretrained, "export", n)
+                         for n in ("config.json", "model.safetensors")])
+
+
+def random_fingerprint(model: str) -> str:
+    """sha256 of a random-arm model's config, weights and vocabulary: all its fine-tuning reads
+    besides the task's data, which the protocol fixes."""
+    from bert_jax.model_files import paths
+    return files_sha256([os.path.join(model, n) for n in ("config.json", "model.safetensors")]
+                        + paths.vocab_files(model))
+
+
+def shared_random_run(results: str, task: str, labels: int, rate: float, seed: int,
+                      epochs: int, options: list[str], fingerprint: str) -> dict | None:
+    """A random-arm run already on file, of any recipe, that is this run: the same random model
+    (its sha256), task, labels, rate, seed, epochs and options. Exports of one shape and
+    vocabulary (pretraining seeds) have the same random arm; within a session its runs repeat
+    digit for digit, so it is run once and its record shared, naming where it came from."""
+    for path in sorted(glob.glob(result_path(results, "*", task, labels, "random", rate,
+                                             seed))):
+        with open(path, encoding="utf-8") as f:
+            record = json.load(f)
+        if (record.get("random_sha256") == fingerprint and record["epochs"] == epochs
+                and record.get("options", []) == options):
+            return {**record, "random_from": record.get("random_from")
+                    or os.path.relpath(path, results)}
+    return None
 
 
 def _check_export(path: str, fingerprint: str) -> None:
@@ -293,12 +331,19 @@ def run_protocol(args, options: list[str]) -> None:
                             path, args.results)[:-len(".json")])
                         overrides = [*task_overrides(task, files), f"epochs={args.epochs}",
                                      f"learning_rate={rate}", f"seed={seed}", *options]
-                        scores = finetune_once(init, overrides, workdir)
+                        random_sha = arm == "random" and random_fingerprint(init)
+                        shared = random_sha and shared_random_run(
+                            args.results, task, labels, rate, seed, args.epochs, options,
+                            random_sha)
+                        scores = ({k: shared[k] for k in SCORES} if shared
+                                  else finetune_once(init, overrides, workdir))
                         record = {"recipe": name, "pretrained": pretrained, "task": task,
                                   "labels": labels, "arm": arm, "seed": seed, "rate": rate,
                                   "export_sha256": fingerprint,
                                   "epochs": args.epochs, "options": options,
                                   **({"redraw": args.redraw} if arm == "redrawn" else {}),
+                                  **({"random_sha256": random_sha} if random_sha else {}),
+                                  **({"random_from": shared["random_from"]} if shared else {}),
                                   **scores}
                         os.makedirs(os.path.dirname(path), exist_ok=True)
                         with open(path + ".tmp", "w", encoding="utf-8") as f:
@@ -308,8 +353,9 @@ def run_protocol(args, options: list[str]) -> None:
                         key = HEADLINE[task]
                         print(f"{name} {task}:{labels} {arm} lr {rate:g} seed {seed}: dev "
                               f"{key} {scores['dev'][key]:.4f} (epoch {scores['best_epoch']}),"
-                              f" test {scores['test'][key]:.4f}, {scores['wall_s']:.0f} s",
-                              flush=True)
+                              f" test {scores['test'][key]:.4f}, "
+                              + (f"the run of {shared['random_from']}" if shared
+                                 else f"{scores['wall_s']:.0f} s"), flush=True)
 
 
 def _check_options(path: str, options: list[str]) -> None:

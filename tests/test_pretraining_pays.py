@@ -181,3 +181,54 @@ def test_results_of_another_export_are_refused(tmp_path):
     result.write_text('{"export_sha256": "%s"}' % ("0" * 64), encoding="utf-8")
     with pytest.raises(SystemExit, match="came from an export with sha256 000000000000"):
         pays._check_export(str(result), fingerprint)
+
+
+def test_exports_of_one_shape_and_vocabulary_share_the_random_arms_runs(tmp_path, monkeypatch):
+    import argparse
+    import json
+    ran = []
+
+    def finetune_once(init, overrides, workdir):
+        ran.append((init, overrides))
+        return {"dev": {"mcc": 0.1 * len(ran)}, "best_epoch": 3, "test": {"mcc": 0.2},
+                "dev_by_epoch": [0.1], "wall_s": 9.0}
+
+    monkeypatch.setattr(pays, "finetune_once", finetune_once)
+    monkeypatch.setattr(pays, "task_files", lambda *a: {"train": "t", "validation": "v",
+                                                        "test": "x"})
+    for run, seed, vocab in (("s0", 0, "a"), ("s1", 1, "a"), ("other", 2, "b")):
+        export = tmp_path / run / "export"  # other weights (pretraining seeds), one shape
+        make_hf_model(export, seed=seed, vocab_size=97, hidden_size=32)
+        (export / "vocab.txt").write_text("\n".join(f"{vocab}{i}" for i in range(97)),
+                                          encoding="utf-8")
+
+    def protocol(recipe, run=None, options=()):
+        args = argparse.Namespace(
+            recipe=[(recipe, str(tmp_path / (run or recipe)))], tasks=[("fine_foods", 250)],
+            seeds=[0], arms=["random"], rates=[1e-3], epochs=20, redraw="",
+            results=str(tmp_path / "pays"), work=str(tmp_path / "work"), data="")
+        pays.run_protocol(args, list(options))
+
+    def record(recipe):
+        path = pays.result_path(str(tmp_path / "pays"), recipe, "fine_foods", 250, "random",
+                                1e-3, 0)
+        return json.loads(open(path, encoding="utf-8").read())
+
+    protocol("s0")
+    protocol("s1")  # the same random model: its run is s0's, not run again
+    assert len(ran) == 1
+    first, second = record("s0"), record("s1")
+    assert second["random_from"] == "s0/fine_foods-250/random/lr0.001-seed0.json"
+    assert "random_from" not in first
+    assert second["random_sha256"] == first["random_sha256"]
+    assert second["export_sha256"] != first["export_sha256"]
+    for key in pays.SCORES:
+        assert second[key] == first[key]
+    protocol("other")  # another vocabulary: another random model, run
+    assert len(ran) == 2 and "random_from" not in record("other")
+    assert record("other")["random_sha256"] != first["random_sha256"]
+    protocol("s1+llrd", "s1", options=["layer_lr_decay=0.5"])  # other options: run
+    assert len(ran) == 3 and "random_from" not in record("s1+llrd")
+    protocol("s0+llrd", "s0", options=["layer_lr_decay=0.5"])  # ... shared with those
+    assert len(ran) == 3
+    assert record("s0+llrd")["random_from"] == "s1+llrd/fine_foods-250/random/lr0.001-seed0.json"
