@@ -199,7 +199,7 @@ def main(argv=None) -> None:
                 windows = parts.pop("windows")
                 total = sum(parts.values())
                 for name, seconds in parts.items():
-                    print(f"| {n:,} | {windows:,} | {name} | {seconds:.2f} | {seconds / n:.3f} "
+                    print(f"| {n:,} | {windows:,} | {name} | {seconds:.3f} | {seconds / n:.4f} "
                           f"| {100 * seconds / total:.0f}% |", flush=True)
             print(f"\n{cpu_line()}")
             return
