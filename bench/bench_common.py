@@ -6,6 +6,7 @@ Run a script from the repository root as `python bench/NAME.py` (with bert_jax i
 (`import bench_pretrain`); pytest does the same through pyproject's `pythonpath = ["bench"]`.
 """
 
+import hashlib
 import importlib.util
 import os
 import sys
@@ -22,3 +23,14 @@ def tests_module(name: str):
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def files_sha256(paths: list[str]) -> str:
+    """sha256 of the files' bytes one after another, read a megabyte at a time (not
+    hashlib.file_digest: that is Python 3.11+, the package says 3.10)."""
+    digest = hashlib.sha256()
+    for path in paths:
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()

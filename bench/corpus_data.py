@@ -67,6 +67,8 @@ import unicodedata
 import zipfile
 import zlib
 
+from bench_common import files_sha256
+
 # name → (registry, version, licence, kind). Every version is pinned and every archive's sha256
 # recorded (ARCHIVE_SHA256): Debian's versions move with point releases and security updates,
 # and unpinned builds differed by a document from one session to the next (10,381, 10,380,
@@ -193,20 +195,12 @@ def download(name: str, registry: str, version, downloads: str,
         raise CorpusError(f"{name}: downloaded, but no {patterns} in {downloads}")
     archive = found()[-1]
     if sha256 is not None:
-        got = file_sha256(archive)
+        got = files_sha256([archive])
         if got != sha256:
             raise CorpusError(f"{archive}: sha256 {got[:12]}…, expected {sha256[:12]}… (the "
                               f"archive pinned in bench/corpus_data.py): delete it to fetch "
                               f"again, or --latest to build from what the mirror has")
     return archive
-
-
-def file_sha256(path: str) -> str:
-    digest = hashlib.sha256()  # not hashlib.file_digest: that is 3.11+, the package says 3.10
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def corpus_fingerprint(paths: list[str]) -> str:

@@ -58,7 +58,6 @@ import argparse
 import csv
 import dataclasses
 import glob
-import hashlib
 import io
 import json
 import math
@@ -72,6 +71,7 @@ import time
 
 import compare_seeds  # welch: the paired t-test (bench/ is on sys.path: bench_common.py)
 import task_data  # fetch_conll, conll_sentences, conll_subset
+from bench_common import files_sha256
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FINE_FOODS = os.path.join(ROOT, "data", "fine_foods")
@@ -256,15 +256,6 @@ def finetune_once(init: str, overrides: list[str], workdir: str) -> dict:
             "best_epoch": metrics["best_epoch"], "test": metrics["test"],
             "dev_by_epoch": [h[metrics["best_metric"]] for h in metrics["epochs"]],
             "wall_s": round(time.perf_counter() - t, 1)}
-
-
-def files_sha256(files: list[str]) -> str:
-    digest = hashlib.sha256()
-    for name in files:
-        with open(name, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                digest.update(block)
-    return digest.hexdigest()
 
 
 def export_fingerprint(pretrained: str) -> str:
