@@ -49,7 +49,8 @@ each word for POS. Below the recipes, each arm at its best options and rate, bot
 dev among the recipes fine-tuned from one pretraining workdir (best_options): an option that
 slows one arm more than the other cannot decide the comparison alone. Last, the recipes that
 differ only in their pretraining seed (named ROOT-sN+OPTIONS: ROOT+OPTIONS pretrained with
---config.seed=N) side by side and pooled (pretraining_seeds): one export is one draw.
+--config.seed=N) side by side and pooled (pretraining_seeds): one export is one draw, so the
+table gives the exports' spread and how many exports a +3 / +5 point claim needs.
 """
 
 from __future__ import annotations
@@ -472,16 +473,42 @@ def pretraining_seeds(summary: dict) -> dict:
                                 "random": c["random"]["test_mean"],
                                 "pretrained - random": c["pretrained - random"]}
                             for e, c in sorted(by_export.items())},
-                "mean over exports": paired_difference(mean["pretrained"], mean["random"])}
+                "mean over exports": paired_difference(mean["pretrained"], mean["random"]),
+                "between exports": spread(by_export)}
     return out
+
+
+def spread(by_export: dict) -> dict:
+    """How far exports of one recipe disagree: the sd of their pretrained − random means (each
+    over its own fine-tuning seeds) and the exports a claim of +3 / +5 points would need."""
+    means = [c["pretrained - random"]["mean"] for c in by_export.values()]
+    sd = statistics.stdev(means)
+    return {"sd": sd, **{f"exports for +{k}": exports_needed(sd, k / 100) for k in (3, 5)}}
+
+
+def exports_needed(sd: float, effect: float, alpha: float = 0.05, power: float = 0.8,
+                   most: int = 1000) -> int | None:
+    """How many exports a claim about a recipe needs: the smallest n whose one-sample,
+    two-sided t-test over n exports' differences (spread sd) finds a true mean difference of
+    `effect` at `alpha` with probability ≥ `power` (the noncentral t; d = 0.5 needs 34, as
+    power tables give). None when sd is not a positive number or more than `most` are needed."""
+    from scipy import stats
+    if not sd > 0:
+        return None
+    for n in range(2, most + 1):
+        t = stats.t.ppf(1 - alpha / 2, n - 1)
+        nc = effect / sd * math.sqrt(n)
+        if stats.nct.sf(t, n - 1, nc) + stats.nct.cdf(-t, n - 1, nc) >= power:
+            return n
+    return None
 
 
 def seeds_table(pooled: dict) -> str:
     """pretraining_seeds as markdown: a row per family × task × labels."""
     lines = ["### the same recipe pretrained with other seeds (ROOT-sN+OPTIONS)", "",
              "| recipe | task | labels | each export: pretrained, pretrained − random (paired "
-             "p, wins) | mean over exports: pretrained − random (paired p, wins) |",
-             "|---|---|---|---|---|"]
+             "p, wins) | mean over exports: pretrained − random (paired p, wins) | sd between "
+             "exports: exports for +3 / +5 (80% power) |", "|---|---|---|---|---|---|"]
     for family, cells in pooled.items():
         for name, cell in sorted(cells.items(), key=lambda kv: (kv[0].split("-")[0],
                                                                  int(kv[0].split("-")[1]))):
@@ -489,8 +516,11 @@ def seeds_table(pooled: dict) -> str:
             each = "; ".join(f"seed {e}: {100 * c['pretrained']:.1f}, "
                              f"{_difference(c['pretrained - random'])}"
                              for e, c in cell["exports"].items())
+            between = cell["between exports"]
+            need = " / ".join(str(between[f"exports for +{k}"] or "—") for k in (3, 5))
             lines.append(f"| {family} | {task} ({HEADLINE[task]} ×100) | {int(labels):,} | "
-                         f"{each} | {_difference(cell['mean over exports'])} |")
+                         f"{each} | {_difference(cell['mean over exports'])} | "
+                         f"{100 * between['sd']:.1f}: {need} |")
     lines.append("")
     return "\n".join(lines)
 

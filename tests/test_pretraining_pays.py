@@ -150,8 +150,28 @@ def test_recipes_that_differ_in_pretraining_seed_are_pooled_seed_by_seed():
     assert math.isclose(d["mean"], sum(a - b for a, b in zip(mean_pre, mean_ran)) / 5)
     assert math.isclose(d["paired_p"], stats.ttest_rel(mean_pre, mean_ran).pvalue)
     assert ("| d+o | fine_foods (mcc ×100) | 250 | seed 0: 42.4, +9.4 ± 3.4 (p 0.003, 5/5); "
-            "seed 1: 42.5, +0.0 ± 3.2 (p 1.000, 2/5) | +4.7 ± 2.9 (p 0.021, 5/5) |"
+            "seed 1: 42.5, +0.0 ± 3.2 (p 1.000, 2/5) | +4.7 ± 2.9 (p 0.021, 5/5) | 6.6: 41 / 16 |"
             ) in pays.seeds_table(pooled)  # seed 1's 42.5: its row's mean, seed 5 too
+    between = cell["between exports"]
+    assert math.isclose(between["sd"], abs(cell["exports"][0]["pretrained - random"]["mean"]
+                                           - cell["exports"][1]["pretrained - random"]["mean"])
+                        / math.sqrt(2))
+    assert between["exports for +3"] == pays.exports_needed(between["sd"], 0.03)
+
+
+def test_exports_needed_is_the_one_sample_t_tests_power():
+    import numpy as np
+    from scipy import stats
+
+    def simulated_power(n, d, draws=20_000):  # n exports' differences, true mean d, sd 1
+        x = np.random.default_rng(0).normal(d, 1.0, size=(draws, n))
+        return float(np.mean(stats.ttest_1samp(x, 0.0, axis=1).pvalue < 0.05))
+    assert pays.exports_needed(1.0, 0.5) == 34  # Cohen's d = 0.5: 34 (power tables, G*Power)
+    assert pays.exports_needed(3.9, 3) == 16 and pays.exports_needed(3.9, 5) == 7
+    n = pays.exports_needed(2.3, 1)
+    assert simulated_power(n, 1 / 2.3) > 0.78 and simulated_power(n - 2, 1 / 2.3) < 0.8
+    assert pays.exports_needed(0.0, 3) is None and pays.exports_needed(math.nan, 3) is None
+    assert pays.exports_needed(100.0, 1, most=50) is None
 
 
 def test_frequent_tag_baseline_on_a_small_conll_file(tmp_path):
