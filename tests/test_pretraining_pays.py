@@ -168,6 +168,7 @@ def test_exports_needed_is_the_one_sample_t_tests_power():
         return float(np.mean(stats.ttest_1samp(x, 0.0, axis=1).pvalue < 0.05))
     assert pays.exports_needed(1.0, 0.5) == 34  # Cohen's d = 0.5: 34 (power tables, G*Power)
     assert pays.exports_needed(3.9, 3) == 16 and pays.exports_needed(3.9, 5) == 7
+    assert pays.exports_needed(0.0036, 0.03) == 3  # d = 8: scipy's lower tail is nan there
     n = pays.exports_needed(2.3, 1)
     assert simulated_power(n, 1 / 2.3) > 0.78 and simulated_power(n - 2, 1 / 2.3) < 0.8
     assert pays.exports_needed(0.0, 3) is None and pays.exports_needed(math.nan, 3) is None
