@@ -498,8 +498,8 @@ def exports_needed(sd: float, effect: float, alpha: float = 0.05, power: float =
     for n in range(2, most + 1):
         t = stats.t.ppf(1 - alpha / 2, n - 1)
         nc = effect / sd * math.sqrt(n)
-        lower = stats.nct.cdf(-t, n - 1, nc)  # scipy gives nan where this tail underflows
-        if stats.nct.sf(t, n - 1, nc) + (lower if lower == lower else 0.0) >= power:
+        # P(T < -t | nc) written as P(T > t | -nc): scipy's cdf gives nan where it underflows
+        if stats.nct.sf(t, n - 1, nc) + stats.nct.sf(t, n - 1, -nc) >= power:
             return n
     return None
 
